@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DjangoJobsConfig(AppConfig):
+    name = "django_jobs"
+    label = "django_jobs"
+    verbose_name = "Scheduled jobs"
+    # Pinned so that a project's DEFAULT_AUTO_FIELD never produces a migration in this app.
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

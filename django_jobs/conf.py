@@ -1,0 +1,84 @@
+"""django_jobs settings: the only module that reads `django.conf.settings`.
+
+All settings live in one dict, ``DJANGO_JOBS``. Values are read at access time, so
+``override_settings(DJANGO_JOBS={...})`` takes effect at once in tests.
+
+========================  =======  =====================================================
+key                       default  meaning
+========================  =======  =====================================================
+LEASE_SECONDS             30       how long a claim holds an occurrence before another
+                                   replica may take it over
+CLAIM_BATCH_SIZE          50       how many due occurrences one claim takes at most
+SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
+POLL_SECONDS              1.0      the longest an idle worker sleeps between claims
+ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
+PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
+========================  =======  =====================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+
+from .exceptions import ConfigurationError
+
+
+@dataclass(frozen=True)
+class JobsSettings:
+    LEASE_SECONDS: float = 30
+    CLAIM_BATCH_SIZE: int = 50
+    SHUTDOWN_GRACE_SECONDS: float = 30
+    POLL_SECONDS: float = 1.0
+    ERROR_MESSAGE_MAX_CHARS: int = 1000
+    PURGE_BATCH_SIZE: int = 1000
+
+    @property
+    def lease(self) -> timedelta:
+        return timedelta(seconds=self.LEASE_SECONDS)
+
+    @property
+    def shutdown_grace(self) -> timedelta:
+        return timedelta(seconds=self.SHUTDOWN_GRACE_SECONDS)
+
+
+_POSITIVE = {
+    "LEASE_SECONDS",
+    "CLAIM_BATCH_SIZE",
+    "POLL_SECONDS",
+    "ERROR_MESSAGE_MAX_CHARS",
+    "PURGE_BATCH_SIZE",
+}
+
+
+def get_settings() -> JobsSettings:
+    """Read ``settings.DJANGO_JOBS`` now and return it validated, with defaults filled in."""
+    raw: dict[str, Any] = dict(getattr(django_settings, "DJANGO_JOBS", {}) or {})
+    known = {f.name: f.type for f in fields(JobsSettings)}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise ConfigurationError(
+            f"DJANGO_JOBS has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(known)}"
+        )
+    for key, value in raw.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
+        if key in _POSITIVE and value <= 0:
+            raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
+        if key == "SHUTDOWN_GRACE_SECONDS" and value < 0:
+            raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
+    return JobsSettings(**raw)
+
+
+def database_vendor() -> str:
+    """The vendor of the default database (system checks refuse anything but PostgreSQL)."""
+    from django.db import connection
+
+    return connection.vendor
+
+
+def use_tz() -> bool:
+    return bool(django_settings.USE_TZ)

@@ -1,0 +1,384 @@
+"""The tables of django_jobs. docs/data-model.md explains why each column exists.
+
+Occurrence and lease state is written only by `django_jobs.store`; these classes declare fields,
+constraints and indexes, and validate schedule records.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models import Q
+
+
+class TimingKind(models.TextChoices):
+    CRON = "cron", "cron expression"
+    INTERVAL = "interval", "fixed interval"
+    AT = "at", "one instant"
+    AFTER = "after", "once, after a delay"
+
+
+class SkippedTime(models.TextChoices):
+    """What a local schedule does with a local time that does not exist (spring forward)."""
+
+    SHIFT = "shift", "run at the first instant after the gap"
+    SKIP = "skip", "do not run that day"
+
+
+class RepeatedTime(models.TextChoices):
+    """What a business-local schedule does with a local time that occurs twice (fall back)."""
+
+    FIRST = "first", "run at the first (earlier) instant"
+    LAST = "last", "run at the second (later) instant"
+    BOTH = "both", "run at both instants"
+
+
+class Overlap(models.TextChoices):
+    """What happens to an occurrence due while the previous one of its schedule still runs."""
+
+    SKIP = "skip", "skip it, recording why"
+    QUEUE = "queue", "wait until the previous one ends"
+    ALLOW = "allow", "run both"
+
+
+class Misfire(models.TextChoices):
+    """What happens to occurrences found later than their schedule's maximum start delay."""
+
+    SKIP = "skip", "skip them, recording why"
+    REPLAY_ONCE = "replay_once", "run the most recent one, skip the rest"
+    REPLAY_ALL = "replay_all", "run each, oldest first, up to max_catchup"
+
+
+class IdempotencyScope(models.TextChoices):
+    OCCURRENCE = "occurrence", "the occurrence identity"
+
+
+class ScheduleStatus(models.TextChoices):
+    DRAFT = "draft", "draft"
+    ACTIVE = "active", "active"
+    RETIRED = "retired", "retired"
+
+
+class Schedule(models.Model):
+    """The schedule record: when a job runs, how it recovers, and who answers for it."""
+
+    tenant = models.CharField(max_length=100, blank=True, default="")
+    key = models.CharField(max_length=200)
+    job = models.CharField(max_length=200)
+
+    timing_kind = models.CharField(max_length=10, choices=TimingKind.choices)
+    cron = models.CharField(max_length=200, blank=True, default="")
+    interval = models.DurationField(null=True, blank=True)
+    anchor = models.DateTimeField(null=True, blank=True)
+    run_at = models.DateTimeField(null=True, blank=True)
+    delay = models.DurationField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    skipped_time = models.CharField(
+        max_length=10, choices=SkippedTime.choices, default=SkippedTime.SHIFT
+    )
+    repeated_time = models.CharField(
+        max_length=10, choices=RepeatedTime.choices, default=RepeatedTime.FIRST
+    )
+
+    max_delay = models.DurationField(default=timedelta(minutes=5))
+    overlap = models.CharField(max_length=10, choices=Overlap.choices, default=Overlap.SKIP)
+    misfire = models.CharField(max_length=20, choices=Misfire.choices, default=Misfire.SKIP)
+    max_catchup = models.PositiveIntegerField(default=100)
+    idempotency_scope = models.CharField(
+        max_length=20, choices=IdempotencyScope.choices, default=IdempotencyScope.OCCURRENCE
+    )
+    max_attempts = models.PositiveIntegerField(default=3)
+    backoff = models.DurationField(default=timedelta(seconds=30))
+    max_backoff = models.DurationField(default=timedelta(minutes=10))
+    timeout = models.DurationField(default=timedelta(minutes=15))
+
+    operating_owner = models.CharField(max_length=200)
+    record_owner = models.CharField(max_length=200)
+    status = models.CharField(max_length=10, choices=ScheduleStatus.choices)
+    decider = models.CharField(max_length=200, blank=True, default="")
+    decide_by = models.DateField(null=True, blank=True)
+
+    enabled = models.BooleanField(default=True)
+    disabled_by = models.CharField(max_length=200, blank=True, default="")
+    disabled_reason = models.TextField(blank=True, default="")
+    disabled_at = models.DateTimeField(null=True, blank=True)
+
+    # Recovery points: what the planner continues from after a restart.
+    last_scheduled_at = models.DateTimeField(null=True, blank=True)
+    last_started_at = models.DateTimeField(null=True, blank=True)
+    last_completed_at = models.DateTimeField(null=True, blank=True)
+    next_due_at = models.DateTimeField(null=True, blank=True)
+
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "key"], name="django_jobs_schedule_key"),
+            models.CheckConstraint(
+                condition=~Q(status=ScheduleStatus.DRAFT)
+                | (~Q(decider="") & Q(decide_by__isnull=False)),
+                name="django_jobs_draft_has_decider",
+                violation_error_message="A draft schedule must name a decider and a decide-by.",
+            ),
+            models.CheckConstraint(
+                condition=~Q(operating_owner="") & ~Q(record_owner=""),
+                name="django_jobs_schedule_has_owners",
+            ),
+            models.CheckConstraint(
+                condition=(Q(timing_kind=TimingKind.CRON) & ~Q(cron=""))
+                | (Q(timing_kind=TimingKind.INTERVAL) & Q(interval__gt=timedelta(0)))
+                | (Q(timing_kind=TimingKind.AT) & Q(run_at__isnull=False))
+                | (
+                    Q(timing_kind=TimingKind.AFTER)
+                    & Q(run_at__isnull=False)
+                    & Q(delay__gte=timedelta(0))
+                ),
+                name="django_jobs_schedule_timing_complete",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_attempts__gte=1), name="django_jobs_schedule_max_attempts"
+            ),
+            models.CheckConstraint(
+                condition=Q(enabled=True) | ~Q(disabled_reason=""),
+                name="django_jobs_disabled_has_reason",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_due_at"],
+                name="django_jobs_schedule_due",
+                condition=Q(enabled=True, status=ScheduleStatus.ACTIVE),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.key}" if self.tenant else self.key
+
+    def clean(self) -> None:
+        errors: dict[str, list[str]] = {}
+        if self.status == ScheduleStatus.DRAFT:
+            if not self.decider:
+                errors.setdefault("decider", []).append(
+                    f"Schedule {self}: a draft must name a decider."
+                )
+            if self.decide_by is None:
+                errors.setdefault("decide_by", []).append(
+                    f"Schedule {self}: a draft must name a decide-by date."
+                )
+        if errors:
+            raise ValidationError(errors)
+
+
+class OccurrenceState(models.TextChoices):
+    SCHEDULED = "scheduled", "scheduled"
+    PROCESSING = "processing", "processing"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed, waiting for a retry"
+    DEAD = "dead", "dead (poison)"
+    SKIPPED = "skipped", "skipped"
+    CANCELLED = "cancelled", "cancelled"
+
+
+# States in which an occurrence needs a worker once its `due_at` has passed.
+CLAIMABLE_STATES = (
+    OccurrenceState.SCHEDULED,
+    OccurrenceState.FAILED,
+    OccurrenceState.PROCESSING,  # due_at is the lease expiry: claimable once the lease has expired
+)
+TERMINAL_STATES = (
+    OccurrenceState.COMPLETED,
+    OccurrenceState.DEAD,
+    OccurrenceState.SKIPPED,
+    OccurrenceState.CANCELLED,
+)
+
+
+class SkipReason(models.TextChoices):
+    MISFIRE = "misfire", "missed its maximum start delay"
+    OVERLAP = "overlap", "the previous occurrence was still running"
+    DISABLED = "disabled", "the schedule was disabled"
+
+
+class Trigger(models.TextChoices):
+    SCHEDULE = "schedule", "the schedule"
+    RETRY = "retry", "a retry"
+    MANUAL = "manual", "a manual replay or run-now"
+
+
+class Occurrence(models.Model):
+    """One planned run of a schedule, with its lease."""
+
+    # Derived from (tenant, schedule key, scheduled instant): see django_jobs.identity.
+    id = models.UUIDField(primary_key=True, editable=False)
+    schedule = models.ForeignKey(Schedule, on_delete=models.PROTECT, related_name="occurrences")
+    tenant = models.CharField(max_length=100, blank=True, default="")
+    scheduled_at = models.DateTimeField()
+
+    state = models.CharField(
+        max_length=12, choices=OccurrenceState.choices, default=OccurrenceState.SCHEDULED
+    )
+    skip_reason = models.CharField(max_length=10, choices=SkipReason.choices, blank=True)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    # When the occurrence next needs a worker: its scheduled or retry instant, or, while
+    # processing, its lease expiry. One column lets one partial index serve every claim.
+    due_at = models.DateTimeField()
+
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_token = models.BigIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_error_type = models.CharField(max_length=200, blank=True, default="")
+    last_error_message = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(state=OccurrenceState.PROCESSING)
+                | (~Q(lease_owner="") & Q(lease_expires_at__isnull=False)),
+                name="django_jobs_processing_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=Q(fencing_token__gte=0), name="django_jobs_token_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=OccurrenceState.SKIPPED) | ~Q(skip_reason=""),
+                name="django_jobs_skipped_has_reason",
+            ),
+        ]
+        indexes = [
+            # The claim query: due work in a claimable state, oldest first.
+            models.Index(
+                fields=["due_at"],
+                name="django_jobs_occurrence_due",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),
+            models.Index(
+                fields=["schedule", "scheduled_at"],
+                name="django_jobs_occurrence_dead",
+                condition=Q(state=OccurrenceState.DEAD),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id}@{self.scheduled_at.isoformat()}"
+
+
+class AttemptOutcome(models.TextChoices):
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    TIMED_OUT = "timed_out", "timed out"
+    CANCELLED = "cancelled", "cancelled"
+    RELEASED = "released", "released on shutdown"
+    LEASE_LOST = "lease_lost", "lease lost (expired and taken over)"
+    FENCED_OUT = "fenced_out", "completion refused: stale fencing token"
+
+
+class Attempt(models.Model):
+    """One claim of an occurrence by a worker, and how it ended."""
+
+    occurrence = models.ForeignKey(
+        Occurrence, on_delete=models.CASCADE, related_name="attempt_history"
+    )
+    number = models.PositiveIntegerField()
+    fencing_token = models.BigIntegerField()
+    replica = models.CharField(max_length=200)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=12, choices=AttemptOutcome.choices, default=AttemptOutcome.RUNNING
+    )
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["occurrence", "number"], name="django_jobs_attempt_number"
+            ),
+            models.UniqueConstraint(
+                fields=["occurrence", "fencing_token"], name="django_jobs_attempt_token"
+            ),
+        ]
+        ordering = ["occurrence", "number"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.occurrence_id}"
+
+
+class Limit(models.Model):
+    """How long, or how many, of a schedule's finished occurrences are kept."""
+
+    schedule = models.OneToOneField(Schedule, on_delete=models.CASCADE, related_name="limit")
+    keep_for = models.DurationField(null=True, blank=True)
+    keep_last = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(keep_for__isnull=False) | Q(keep_last__isnull=False),
+                name="django_jobs_limit_not_empty",
+            ),
+            models.CheckConstraint(
+                condition=Q(keep_for__isnull=True) | Q(keep_for__gt=timedelta(0)),
+                name="django_jobs_limit_keep_for_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"retention of {self.schedule}"
+
+
+class RunbookKind(models.TextChoices):
+    INSPECT = "inspect", "inspection"
+    REPLAY = "replay", "manual replay"
+    DISABLE = "disable", "disable"
+
+
+class Runbook(models.Model):
+    """A recovery procedure for one schedule, naming the exact interface that performs it."""
+
+    schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runbooks")
+    kind = models.CharField(max_length=10, choices=RunbookKind.choices)
+    interface = models.TextField()
+    claimed_occurrence_effect = models.TextField()
+    verification = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "kind"], name="django_jobs_runbook_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} runbook of {self.schedule}"
+
+
+class AuditRecord(models.Model):
+    """Who did what to which schedule or occurrence, why, and what changed. Never edited."""
+
+    id = models.BigAutoField(primary_key=True)
+    at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    action = models.CharField(max_length=50)
+    tenant = models.CharField(max_length=100, blank=True, default="")
+    target_type = models.CharField(max_length=50)
+    target_id = models.CharField(max_length=100)
+    reason = models.TextField()
+    before = models.JSONField(default=dict, blank=True)
+    after = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["target_type", "target_id", "at"])]
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.target_type}:{self.target_id} by {self.actor}"

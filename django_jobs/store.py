@@ -1,0 +1,518 @@
+"""The occurrence and lease store: the only code that writes occurrence and lease state.
+
+One function per operation, each one SQL statement (one round trip). Every instant comes from
+the caller's clock as a parameter; nothing here compares with PostgreSQL's ``now()``, which is
+frozen for the length of a transaction.
+
+Fencing: every claim of an occurrence increments its ``fencing_token``. Every write that ends
+or extends a claim names the token it holds and changes nothing unless that token is still the
+occurrence's current one and the owner matches. A refused write is recorded on its Attempt as
+``fenced_out`` and reported to the caller.
+
+Each function runs on Django's default connection inside whatever transaction the caller holds
+(autocommit otherwise), so a service can combine a store write with its audit record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from .clock import ensure_aware_utc
+from .identity import occurrence_id
+from .models import AttemptOutcome, SkipReason, Trigger
+from .safe_error import SafeError
+
+OCC = "django_jobs_occurrence"
+ATT = "django_jobs_attempt"
+SCH = "django_jobs_schedule"
+LIM = "django_jobs_limit"
+
+_TERMINAL = ("completed", "dead", "skipped", "cancelled")
+
+
+@dataclass(frozen=True)
+class PlannedOccurrence:
+    """An occurrence to plan. With a ``skip_reason`` it is recorded as skipped, never run."""
+
+    schedule_id: int
+    tenant: str
+    schedule_key: str
+    scheduled_at: datetime
+    skip_reason: SkipReason | None = None
+    trigger: Trigger = Trigger.SCHEDULE
+
+    @property
+    def id(self) -> UUID:
+        return occurrence_id(self.tenant, self.schedule_key, self.scheduled_at)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's claim on one occurrence: valid while ``token`` is the occurrence's current one."""
+
+    occurrence_id: UUID
+    token: int
+    owner: str
+    expires_at: datetime
+    schedule_id: int
+    tenant: str
+    scheduled_at: datetime
+    attempt: int
+    trigger: str
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Which leases a fenced write applied to, and which it refused as stale."""
+
+    accepted: frozenset[UUID]
+    refused: frozenset[UUID]
+
+
+def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUID]:
+    """Insert occurrences idempotently; return the identities that were new.
+
+    Planning an instant that already exists (on this replica or any other, concurrently or
+    not) changes nothing: the identity is the primary key and the insert says
+    ``ON CONFLICT DO NOTHING``. Advances each schedule's ``last_scheduled_at`` recovery point.
+    """
+    items = list(occurrences)
+    if not items:
+        return []
+    now = ensure_aware_utc(now, name="now")
+    instants = [ensure_aware_utc(p.scheduled_at, name="scheduled_at") for p in items]
+    sql = f"""
+        WITH input AS (
+            SELECT * FROM unnest(
+                %(ids)s::uuid[], %(schedules)s::bigint[], %(tenants)s::text[],
+                %(instants)s::timestamptz[], %(reasons)s::text[], %(triggers)s::text[]
+            ) AS t(id, schedule_id, tenant, scheduled_at, skip_reason, trg)
+        ),
+        inserted AS (
+            INSERT INTO {OCC} (
+                id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
+                lease_owner, fencing_token, attempts, failures, finished_at,
+                last_error_type, last_error_message
+            )
+            SELECT id, schedule_id, tenant, scheduled_at,
+                   CASE WHEN skip_reason = '' THEN 'scheduled' ELSE 'skipped' END,
+                   skip_reason, trg, scheduled_at, '', 0, 0, 0,
+                   CASE WHEN skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
+                   '', ''
+            FROM input
+            ON CONFLICT (id) DO NOTHING
+            RETURNING id
+        ),
+        progress AS (
+            UPDATE {SCH} s SET last_scheduled_at = latest.at
+            FROM (SELECT schedule_id, max(scheduled_at) AS at FROM input GROUP BY schedule_id)
+                 AS latest
+            WHERE s.id = latest.schedule_id
+              AND (s.last_scheduled_at IS NULL OR s.last_scheduled_at < latest.at)
+        )
+        SELECT id FROM inserted
+    """
+    rows = _rows(
+        sql,
+        {
+            "ids": [p.id for p in items],
+            "schedules": [p.schedule_id for p in items],
+            "tenants": [p.tenant for p in items],
+            "instants": instants,
+            "reasons": [p.skip_reason.value if p.skip_reason else "" for p in items],
+            "triggers": [p.trigger.value for p in items],
+            "now": now,
+        },
+    )
+    return [row[0] for row in rows]
+
+
+def claim(
+    *,
+    owner: str,
+    now: datetime,
+    lease_for: timedelta,
+    limit: int,
+    tenant: str | None = None,
+    exclude_keys: Sequence[str] = (),
+) -> list[Lease]:
+    """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first.
+
+    Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
+    lease that expired at or before ``now``. Steps, in one statement:
+
+    1. pick due rows of enabled, active schedules ``FOR UPDATE SKIP LOCKED``, so concurrent
+       claimers never wait for, nor take, each other's rows;
+    2. set owner and expiry, increment the fencing token and the attempt count (an expired
+       lease also counts as a failure, so a job that kills its worker is bounded by its
+       retries);
+    3. mark the running Attempt of a taken-over lease ``lease_lost``;
+    4. insert one Attempt per claim, carrying the new token;
+    5. advance the schedules' ``last_started_at`` without waiting (see ``_PROGRESS``).
+    """
+    now = ensure_aware_utc(now, name="now")
+    expires = now + lease_for
+    sql = f"""
+        WITH due AS (
+            SELECT o.id, o.due_at FROM {OCC} o
+            JOIN {SCH} s ON s.id = o.schedule_id
+            WHERE o.state IN ('scheduled', 'failed', 'processing')
+              AND o.due_at <= %(now)s
+              AND s.enabled AND s.status = 'active'
+              AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
+              AND NOT (s.key = ANY(%(excluded)s::text[]))
+            ORDER BY o.due_at
+            LIMIT %(limit)s
+            FOR UPDATE OF o SKIP LOCKED
+        ),
+        claimed AS (
+            UPDATE {OCC} o SET
+                state = 'processing',
+                lease_owner = %(owner)s,
+                lease_expires_at = %(expires)s,
+                due_at = %(expires)s,
+                fencing_token = o.fencing_token + 1,
+                attempts = o.attempts + 1,
+                failures = o.failures + (o.state = 'processing')::int,
+                started_at = %(now)s
+            FROM due WHERE o.id = due.id
+            RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
+                      o.attempts, o.trigger, due.due_at AS was_due
+        ),
+        lost AS (
+            UPDATE {ATT} a SET outcome = 'lease_lost', finished_at = %(now)s
+            FROM claimed c
+            WHERE a.occurrence_id = c.id AND a.outcome = 'running'
+        ),
+        new_attempts AS (
+            INSERT INTO {ATT} (occurrence_id, number, fencing_token, replica, trigger,
+                               started_at, outcome, error_type, error_message)
+            SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s, 'running', '', ''
+            FROM claimed
+        ),
+        {_PROGRESS.format(column="last_started_at", source="claimed")}
+        SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger
+        FROM claimed ORDER BY was_due, id
+    """
+    rows = _rows(
+        sql,
+        {
+            "now": now,
+            "expires": expires,
+            "owner": owner,
+            "limit": limit,
+            "tenant": tenant,
+            "excluded": list(exclude_keys),
+        },
+    )
+    return [
+        Lease(
+            occurrence_id=r[0],
+            token=r[1],
+            owner=owner,
+            expires_at=expires,
+            schedule_id=r[2],
+            tenant=r[3],
+            scheduled_at=r[4].astimezone(UTC),
+            attempt=r[5],
+            trigger=r[6],
+        )
+        for r in rows
+    ]
+
+
+# Recovery points are advanced with SKIP LOCKED on the schedule rows: two statements that each
+# advance several schedules can then never deadlock. When another transaction holds a schedule
+# row at that moment, it is advancing the same point to an instant at most a moment apart; the
+# exact instants always stay on the occurrence rows.
+_PROGRESS = (
+    """
+        progress AS (
+            UPDATE """
+    + SCH
+    + """ s SET {column} = %(now)s
+            WHERE s.id IN (
+                SELECT id FROM """
+    + SCH
+    + """
+                WHERE id IN (SELECT schedule_id FROM {source})
+                  AND ({column} IS NULL OR {column} < %(now)s)
+                FOR NO KEY UPDATE SKIP LOCKED
+            )
+        )"""
+)
+
+
+def renew(
+    leases: Sequence[Lease], *, owner: str, now: datetime, lease_for: timedelta
+) -> list[Lease]:
+    """Extend the leases ``owner`` still holds; return them with their new expiry.
+
+    A lease is still held while its token is the occurrence's current one and the occurrence
+    is processing under ``owner``. A lease missing from the result is lost: the worker must
+    stop that run at once.
+    """
+    if not leases:
+        return []
+    now = ensure_aware_utc(now, name="now")
+    expires = now + lease_for
+    sql = f"""
+        UPDATE {OCC} o SET lease_expires_at = %(expires)s, due_at = %(expires)s
+        FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+        WHERE o.id = t.id AND o.fencing_token = t.token
+          AND o.lease_owner = %(owner)s AND o.state = 'processing'
+        RETURNING o.id
+    """
+    kept = {
+        r[0]
+        for r in _rows(
+            sql,
+            {
+                "ids": [lease.occurrence_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "owner": owner,
+                "expires": expires,
+            },
+        )
+    }
+    return [
+        Lease(**{**lease.__dict__, "expires_at": expires})
+        for lease in leases
+        if lease.occurrence_id in kept
+    ]
+
+
+def _fenced_write(
+    leases: Sequence[Lease],
+    *,
+    now: datetime,
+    set_sql: str,
+    outcome: AttemptOutcome,
+    params: dict[str, Any],
+    progress: str = "",
+) -> WriteResult:
+    """Apply ``set_sql`` to the occurrences whose lease is current; record every attempt's end.
+
+    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``.
+    """
+    if not leases:
+        return WriteResult(frozenset(), frozenset())
+    owners = {lease.owner for lease in leases}
+    if len(owners) != 1:
+        raise ValueError("a fenced write takes leases of one owner")
+    now = ensure_aware_utc(now, name="now")
+    sql = f"""
+        WITH input AS (
+            SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+        ),
+        done AS (
+            UPDATE {OCC} o SET {set_sql},
+                lease_owner = '', lease_expires_at = NULL
+            FROM input
+            WHERE o.id = input.id AND o.fencing_token = input.token
+              AND o.lease_owner = %(owner)s AND o.state = 'processing'
+            RETURNING o.id, o.schedule_id
+        ),
+        ended AS (
+            UPDATE {ATT} a SET
+                outcome = CASE WHEN a.occurrence_id IN (SELECT id FROM done)
+                          THEN %(outcome)s ELSE 'fenced_out' END,
+                finished_at = %(now)s,
+                error_type = %(error_type)s,
+                error_message = %(error_message)s
+            FROM input
+            WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
+              AND a.outcome IN ('running', 'lease_lost')
+        ){progress}
+        SELECT id FROM done
+    """
+    done = {
+        r[0]
+        for r in _rows(
+            sql,
+            {
+                "ids": [lease.occurrence_id for lease in leases],
+                "tokens": [lease.token for lease in leases],
+                "owner": owners.pop(),
+                "now": now,
+                "outcome": outcome.value,
+                "error_type": "",
+                "error_message": "",
+                **params,
+            },
+        )
+    }
+    ids = {lease.occurrence_id for lease in leases}
+    return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done))
+
+
+def complete(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
+    """Mark occurrences completed, each only while its lease's token is current."""
+    return _fenced_write(
+        leases,
+        now=now,
+        set_sql="state = 'completed', finished_at = %(now)s",
+        outcome=AttemptOutcome.SUCCEEDED,
+        params={},
+        progress="," + _PROGRESS.format(column="last_completed_at", source="done"),
+    )
+
+
+def fail(
+    lease: Lease,
+    *,
+    now: datetime,
+    error: SafeError,
+    retry_at: datetime | None,
+    outcome: AttemptOutcome = AttemptOutcome.FAILED,
+) -> bool:
+    """Record a failed attempt: wait for a retry at ``retry_at``, or, with ``None``, dead-letter.
+
+    Returns whether the write was accepted (``False``: the token was stale, nothing changed).
+    """
+    if retry_at is None:
+        set_sql = "state = 'dead', finished_at = %(now)s"
+    else:
+        set_sql = "state = 'failed', due_at = %(retry_at)s, trigger = 'retry'"
+    result = _fenced_write(
+        [lease],
+        now=now,
+        set_sql=set_sql
+        + ", failures = o.failures + 1"
+        + ", last_error_type = %(error_type)s, last_error_message = %(error_message)s",
+        outcome=outcome,
+        params={
+            "retry_at": ensure_aware_utc(retry_at, name="retry_at") if retry_at else None,
+            "error_type": error.type,
+            "error_message": error.message,
+        },
+    )
+    return bool(result.accepted)
+
+
+def dead_letter(
+    lease: Lease,
+    *,
+    now: datetime,
+    error: SafeError,
+    outcome: AttemptOutcome = AttemptOutcome.FAILED,
+) -> bool:
+    """Move the occurrence to the dead state (poison) at once; see ``fail``."""
+    return fail(lease, now=now, error=error, retry_at=None, outcome=outcome)
+
+
+def release(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
+    """Give back unfinished work on graceful shutdown: claimable again at once by any replica.
+
+    The released attempt is not counted as a failure.
+    """
+    return _fenced_write(
+        leases,
+        now=now,
+        set_sql=(
+            "state = CASE WHEN o.trigger = 'retry' THEN 'failed' ELSE 'scheduled' END,"
+            " due_at = %(now)s"
+        ),
+        outcome=AttemptOutcome.RELEASED,
+        params={},
+    )
+
+
+def purge(*, now: datetime, batch_size: int) -> int:
+    """Delete finished occurrences (and their attempts) beyond each schedule's retention Limit.
+
+    Works schedule by schedule, one batch per statement, so no statement holds many locks for
+    long. Occurrences still scheduled, processing or failed are never purged. Returns the
+    number of occurrences deleted.
+    """
+    now = ensure_aware_utc(now, name="now")
+    deleted = 0
+    for schedule_id in [r[0] for r in _rows(f"SELECT schedule_id FROM {LIM}", {})]:
+        while True:
+            count = purge_batch(schedule_id, now=now, batch_size=batch_size)
+            deleted += count
+            if count < batch_size:
+                break
+    return deleted
+
+
+def purge_batch(schedule_id: int, *, now: datetime, batch_size: int) -> int:
+    """Delete at most ``batch_size`` of one schedule's finished occurrences beyond its Limit.
+
+    The cutoff is the later of ``now - keep_for`` and the scheduled instant of the
+    ``keep_last``-th newest occurrence; finished occurrences scheduled before it go.
+    """
+    sql = f"""
+        WITH lim AS (SELECT keep_for, keep_last FROM {LIM} WHERE schedule_id = %(schedule)s),
+        cutoff AS (
+            SELECT GREATEST(
+                (SELECT %(now)s::timestamptz - keep_for FROM lim),
+                -- OFFSET NULL means no offset, so guard a missing keep_last explicitly.
+                (SELECT o.scheduled_at FROM {OCC} o, lim
+                 WHERE o.schedule_id = %(schedule)s AND lim.keep_last IS NOT NULL
+                 ORDER BY o.scheduled_at DESC
+                 OFFSET (SELECT keep_last - 1 FROM lim) LIMIT 1)
+            ) AS at
+        ),
+        doomed AS (
+            SELECT o.id FROM {OCC} o, cutoff
+            WHERE o.schedule_id = %(schedule)s
+              AND o.scheduled_at < cutoff.at
+              AND o.state IN {_TERMINAL}
+            ORDER BY o.scheduled_at
+            LIMIT %(batch)s
+            FOR UPDATE OF o SKIP LOCKED
+        ),
+        gone_attempts AS (
+            DELETE FROM {ATT} WHERE occurrence_id IN (SELECT id FROM doomed)
+        )
+        DELETE FROM {OCC} WHERE id IN (SELECT id FROM doomed)
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, {"schedule": schedule_id, "now": now, "batch": batch_size})
+        return int(cursor.rowcount)
+
+
+def measure_clock_offset(local_now: datetime, local_after: datetime, db_now: datetime) -> timedelta:
+    """The database clock minus this host's, from one round trip bracketed by local readings.
+
+    Assumes the database read its clock half way through the round trip; the error is at most
+    half the round trip.
+    """
+    midpoint = local_now + (local_after - local_now) / 2
+    return ensure_aware_utc(db_now, name="db_now") - ensure_aware_utc(midpoint, name="local")
+
+
+def database_clock() -> datetime:
+    """PostgreSQL's wall clock right now (``clock_timestamp()``, not the frozen ``now()``)."""
+    return _rows("SELECT clock_timestamp()", {})[0][0].astimezone(UTC)  # type: ignore[no-any-return]
+
+
+__all__ = [
+    "Lease",
+    "PlannedOccurrence",
+    "WriteResult",
+    "claim",
+    "complete",
+    "database_clock",
+    "dead_letter",
+    "fail",
+    "measure_clock_offset",
+    "plan",
+    "purge",
+    "purge_batch",
+    "release",
+    "renew",
+]

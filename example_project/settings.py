@@ -1,0 +1,119 @@
+"""Settings of the example project, read from the environment with django-environ.
+
+Without ``DATABASE_URL`` the project starts an embedded PostgreSQL whose data lives in
+``.embedded-pg/example`` (git-ignored), so schedules survive restarts. Stop it with
+``python -m django_jobs.contrib.embedded stop .embedded-pg/example``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+import structlog
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env(
+    DEBUG=(bool, True),
+    SECRET_KEY=(str, "django-insecure-example-project-only"),
+    ALLOWED_HOSTS=(list, ["localhost", "127.0.0.1"]),
+    EMBEDDED_PG_DIR=(str, str(BASE_DIR / ".embedded-pg" / "example")),
+    LOG_LEVEL=(str, "INFO"),
+)
+
+DEBUG = env("DEBUG")
+SECRET_KEY = env("SECRET_KEY")
+ALLOWED_HOSTS = env("ALLOWED_HOSTS")
+
+if env.str("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+else:
+    from django_jobs.contrib import embedded
+
+    DATABASES = {"default": env.db_url_config(embedded.start(Path(env("EMBEDDED_PG_DIR"))))}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "guardian",
+    "django_jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_structlog.middlewares.RequestMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+WSGI_APPLICATION = "example_project.wsgi.application"
+
+USE_TZ = True
+TIME_ZONE = "UTC"
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+DJANGO_JOBS = {
+    "LEASE_SECONDS": env.float("JOBS_LEASE_SECONDS", default=30),
+    "SHUTDOWN_GRACE_SECONDS": env.float("JOBS_SHUTDOWN_GRACE_SECONDS", default=30),
+}
+
+# One log format for the web process and the worker: structlog, rendered for a terminal.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "console": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "processor": structlog.dev.ConsoleRenderer(colors=False),
+        },
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "console"}},
+    "loggers": {
+        "django_structlog": {"handlers": ["console"], "level": env("LOG_LEVEL")},
+        "django_jobs": {"handlers": ["console"], "level": env("LOG_LEVEL")},
+    },
+}
+structlog.configure(
+    processors=[
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.filter_by_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.stdlib.add_logger_name,
+        structlog.stdlib.add_log_level,
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+    cache_logger_on_first_use=True,
+)

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import environ
+import pytest
+
+from django_jobs.testing import FakeClock
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """Without DATABASE_URL, run the suite on a throwaway embedded PostgreSQL."""
+    if os.environ.get("DATABASE_URL"):
+        return
+    from django.conf import settings
+
+    from django_jobs.contrib import embedded
+
+    url = embedded.start(ROOT / ".embedded-pg" / "tests", throwaway=True)
+    config = environ.Env.db_url_config(url)
+    default = settings.DATABASES["default"]
+    for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT"):
+        default[key] = config.get(key, "")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))

@@ -1,0 +1,60 @@
+"""Settings for the test suite.
+
+The database comes from ``DATABASE_URL`` when it is set; otherwise ``tests/conftest.py``
+starts a throwaway embedded PostgreSQL and points the tests at it.
+"""
+
+from __future__ import annotations
+
+import environ
+
+env = environ.Env()
+
+SECRET_KEY = "tests-only"
+DEBUG = False
+USE_TZ = True
+# Deliberately not UTC: nothing in django_jobs may depend on TIME_ZONE, and tests would not
+# notice if it did while TIME_ZONE were UTC.
+TIME_ZONE = "Pacific/Chatham"
+
+DATABASES = {
+    "default": env.db(
+        "DATABASE_URL", default="postgresql://postgres@localhost/embedded-started-by-conftest"
+    )
+}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "guardian",
+    "django_jobs",
+]
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DJANGO_JOBS: dict[str, float] = {}
