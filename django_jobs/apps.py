@@ -11,4 +11,9 @@ class DjangoJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.utils.module_loading import autodiscover_modules
+
         from . import checks  # noqa: F401  (registers the system checks)
+
+        # Each installed app's jobs.py registers its handlers with @job.
+        autodiscover_modules("jobs")

@@ -22,6 +22,10 @@ class LeaseLost(JobsError):
     """
 
 
+class Cancelled(JobsError):
+    """The run was cancelled (timeout, lost lease or shutdown): stop and return."""
+
+
 class PermanentFailure(JobsError):
     """Raised by a job handler to dead-letter its occurrence at once, without retries."""
 

@@ -65,6 +65,7 @@ class Lease:
     scheduled_at: datetime
     attempt: int
     trigger: str
+    failures: int = 0  # failed attempts before this one
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def claim(
                 started_at = %(now)s
             FROM due WHERE o.id = due.id
             RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
-                      o.attempts, o.trigger, due.due_at AS was_due
+                      o.attempts, o.trigger, o.failures, due.due_at AS was_due
         ),
         lost AS (
             UPDATE {ATT} a SET outcome = 'lease_lost', finished_at = %(now)s
@@ -203,7 +204,7 @@ def claim(
             FROM claimed
         ),
         {_PROGRESS.format(column="last_started_at", source="claimed")}
-        SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger
+        SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger, failures
         FROM claimed ORDER BY was_due, id
     """
     rows = _rows(
@@ -228,6 +229,7 @@ def claim(
             scheduled_at=r[4].astimezone(UTC),
             attempt=r[5],
             trigger=r[6],
+            failures=r[7],
         )
         for r in rows
     ]
@@ -292,6 +294,23 @@ def renew(
         for lease in leases
         if lease.occurrence_id in kept
     ]
+
+
+def hold(lease: Lease) -> bool:
+    """Lock the occurrence for the rest of the caller's transaction, if ``lease`` is current.
+
+    Used by ``Run.atomic()``: while the lock is held no other replica can claim, complete or
+    fail the occurrence, so the handler's writes and the completion commit together or not
+    at all. Returns ``False`` (and locks nothing) when the token is stale.
+    """
+    sql = f"""
+        SELECT 1 FROM {OCC}
+        WHERE id = %(id)s AND fencing_token = %(token)s
+          AND lease_owner = %(owner)s AND state = 'processing'
+        FOR UPDATE
+    """
+    params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
+    return bool(_rows(sql, params))
 
 
 def _fenced_write(
@@ -509,6 +528,7 @@ __all__ = [
     "database_clock",
     "dead_letter",
     "fail",
+    "hold",
     "measure_clock_offset",
     "plan",
     "purge",

@@ -1,0 +1,77 @@
+"""Job handlers, registered with ``@job("name")`` in the module that owns their behaviour.
+
+``django_jobs`` autodiscovers each installed app's ``jobs`` module at start-up, the way
+``django.contrib.admin`` finds ``admin`` modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from .exceptions import ConfigurationError, UnknownJob
+
+if TYPE_CHECKING:
+    from .worker.run import Run
+
+Handler = Callable[["Run"], object]
+H = TypeVar("H", bound=Handler)
+
+
+@dataclass(frozen=True)
+class JobHandler:
+    name: str
+    func: Handler
+
+    @property
+    def module(self) -> str:
+        return getattr(self.func, "__module__", "?")
+
+
+class Registry:
+    """Job names to handlers. A name may be registered once."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, JobHandler] = {}
+
+    def register(self, name: str, func: Handler) -> JobHandler:
+        if not name or name != name.strip():
+            raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
+        existing = self._handlers.get(name)
+        if existing is not None and existing.func is not func:
+            raise ConfigurationError(
+                f"job {name!r} is registered twice: in {existing.module} and in "
+                f"{getattr(func, '__module__', '?')}; give one of them another name"
+            )
+        handler = JobHandler(name=name, func=func)
+        self._handlers[name] = handler
+        return handler
+
+    def unregister(self, name: str) -> None:
+        self._handlers.pop(name, None)
+
+    def get(self, name: str) -> JobHandler:
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise UnknownJob(
+                f"no handler is registered for job {name!r}; register one with "
+                f'@job("{name}") in the jobs.py module of the app that owns it'
+            ) from None
+
+    def names(self) -> list[str]:
+        return sorted(self._handlers)
+
+
+registry = Registry()
+
+
+def job(name: str) -> Callable[[H], H]:
+    """Register the decorated function as the handler of the job called ``name``."""
+
+    def decorate(func: H) -> H:
+        registry.register(name, func)
+        return func
+
+    return decorate

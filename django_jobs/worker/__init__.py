@@ -1,0 +1,1 @@
+"""The execution host: ``manage.py runworker`` runs due occurrences through the store."""

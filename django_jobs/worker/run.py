@@ -1,0 +1,97 @@
+"""The run context a job handler receives."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from django.db import transaction
+
+from .. import store
+from ..clock import Clock
+from ..exceptions import Cancelled, JobsError, LeaseLost
+from ..store import Lease
+
+
+class Run:
+    """What a handler knows about the occurrence it runs, and how it cooperates with the worker.
+
+    ``occurrence_key`` is the occurrence identity: the same for every retry and every replay
+    of this planned run, and the idempotency key of the command the handler dispatches.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        clock: Clock,
+        deadline: datetime,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self._lease = lease
+        self._clock = clock
+        self.deadline = deadline
+        self._cancel = cancel or threading.Event()
+        self._completed = False
+
+    @property
+    def occurrence_key(self) -> str:
+        return str(self._lease.occurrence_id)
+
+    @property
+    def scheduled_at(self) -> datetime:
+        return self._lease.scheduled_at
+
+    @property
+    def attempt(self) -> int:
+        return self._lease.attempt
+
+    @property
+    def fencing_token(self) -> int:
+        return self._lease.token
+
+    @property
+    def tenant(self) -> str:
+        return self._lease.tenant
+
+    @property
+    def trigger(self) -> str:
+        return self._lease.trigger
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def completed(self) -> bool:
+        """Whether ``atomic()`` already committed the completion."""
+        return self._completed
+
+    def raise_if_cancelled(self) -> None:
+        if self._cancel.is_set():
+            raise Cancelled(f"run of occurrence {self.occurrence_key} was cancelled")
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One transaction holding the handler's writes and the fenced completion.
+
+        Steps:
+        1. open a transaction and lock the occurrence, checking this run's fencing token;
+           a stale token raises ``LeaseLost`` before the handler's block runs;
+        2. run the handler's block;
+        3. mark the occurrence completed in the same transaction, and commit.
+        Either the block's writes and the completion commit together, or neither does.
+        """
+        if self._completed:
+            raise JobsError("run.atomic() completes the occurrence: use it once per run")
+        with transaction.atomic():
+            if not store.hold(self._lease):
+                raise LeaseLost(
+                    f"occurrence {self.occurrence_key} is no longer held with token "
+                    f"{self.fencing_token}; another replica owns it"
+                )
+            yield
+            store.complete([self._lease], now=self._clock.now())
+        self._completed = True

@@ -1,0 +1,217 @@
+"""The worker runs claimed occurrences and writes each outcome through the fenced store."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from django_jobs import LeaseLost, PermanentFailure, store
+from django_jobs.conf import get_settings
+from django_jobs.identity import occurrence_id
+from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
+from django_jobs.registry import Registry, registry
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.run import Run
+
+from .factories import T0, ScheduleFactory
+from .storeutil import LEASE, claim, plan
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def jobs() -> Registry:
+    return Registry()
+
+
+@pytest.fixture
+def worker(jobs, clock) -> Worker:
+    return Worker(replica_id="replica-1", clock=clock, jobs=jobs, settings=get_settings())
+
+
+@pytest.fixture
+def effects() -> None:
+    # Created inside the test's transaction, so it disappears with the rollback.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE test_effects (occurrence text NOT NULL)")
+
+
+def effect_count() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM test_effects")
+        return int(cursor.fetchone()[0])
+
+
+def test_due_occurrence_runs_with_its_identity_and_completes(jobs, worker, clock) -> None:
+    seen: list[Run] = []
+    jobs.register("tests.record", seen.append)
+    schedule = ScheduleFactory.create(job="tests.record", tenant="acme")
+    plan(schedule, T0, now=T0)
+    clock.set(T0 + timedelta(seconds=1))
+
+    summary = worker.run_pass()
+
+    assert (summary.claimed, summary.outcomes["completed"]) == (1, 1)
+    (run,) = seen
+    assert run.occurrence_key == str(occurrence_id("acme", schedule.key, T0))
+    assert (run.scheduled_at, run.attempt, run.fencing_token, run.tenant, run.trigger) == (
+        T0,
+        1,
+        1,
+        "acme",
+        "schedule",
+    )
+    assert run.deadline == T0 + schedule.timeout
+    assert Occurrence.objects.get().state == OccurrenceState.COMPLETED
+
+
+def test_failure_is_retried_after_backoff_then_dead_after_max_attempts(jobs, worker, clock) -> None:
+    def broken(run: Run) -> None:
+        raise RuntimeError(f"attempt {run.attempt} failed")
+
+    jobs.register("tests.broken", broken)
+    schedule = ScheduleFactory.create(
+        job="tests.broken", max_attempts=3, backoff=timedelta(seconds=10)
+    )
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    outcomes = []
+    for _ in range(3):
+        outcomes += list(worker.run_pass().outcomes.elements())
+        occurrence = Occurrence.objects.get()
+        if occurrence.state == OccurrenceState.FAILED:
+            wait = occurrence.due_at - clock.now()
+            # Attempt n waits base * 2**(n-1), scaled by a jitter factor in [0.5, 1].
+            base = timedelta(seconds=10) * 2 ** (occurrence.failures - 1)
+            assert base / 2 <= wait <= base
+            clock.set(occurrence.due_at)
+    assert outcomes == ["retry", "retry", "dead"]
+    occurrence = Occurrence.objects.get()
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 3)
+    assert occurrence.last_error_type == "RuntimeError"
+    assert occurrence.last_error_message == "attempt 3 failed"
+    assert list(Attempt.objects.values_list("trigger", flat=True)) == ["schedule", "retry", "retry"]
+
+
+def test_permanent_failure_goes_straight_to_dead(jobs, worker, clock) -> None:
+    def refuse(run: Run) -> None:
+        raise PermanentFailure("statement template missing")
+
+    jobs.register("tests.refuse", refuse)
+    schedule = ScheduleFactory.create(job="tests.refuse", max_attempts=5)
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    assert list(worker.run_pass().outcomes.elements()) == ["dead"]
+    occurrence = Occurrence.objects.get()
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 1)
+    assert occurrence.last_error_type == "django_jobs.exceptions.PermanentFailure"
+
+
+def test_unknown_job_is_dead_lettered_and_the_worker_runs_the_next_occurrence(
+    jobs, worker, clock
+) -> None:
+    ran: list[str] = []
+    jobs.register("tests.fine", lambda run: ran.append(run.occurrence_key))
+    bad = ScheduleFactory.create(job="tests.nobody-registered-this")
+    good = ScheduleFactory.create(job="tests.fine")
+    plan(bad, T0, now=T0)
+    plan(good, T0 + timedelta(seconds=1), now=T0)
+    clock.set(T0 + timedelta(seconds=1))
+
+    summary = worker.run_pass()
+
+    assert sorted(summary.outcomes.elements()) == ["completed", "dead"]
+    assert len(ran) == 1
+    dead = Occurrence.objects.get(schedule=bad)
+    assert dead.state == OccurrenceState.DEAD
+    assert "no handler is registered for job 'tests.nobody-registered-this'" in (
+        dead.last_error_message
+    )
+
+
+def test_atomic_commits_the_handlers_write_with_the_completion(
+    jobs, worker, clock, effects
+) -> None:
+    def write(run: Run) -> None:
+        with run.atomic(), connection.cursor() as cursor:
+            cursor.execute("INSERT INTO test_effects VALUES (%s)", [run.occurrence_key])
+
+    jobs.register("tests.write", write)
+    schedule = ScheduleFactory.create(job="tests.write")
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    assert list(worker.run_pass().outcomes.elements()) == ["completed"]
+    assert effect_count() == 1
+    assert Attempt.objects.get().outcome == AttemptOutcome.SUCCEEDED
+
+
+def test_atomic_with_a_stale_token_rolls_back_the_write_and_raises_lease_lost(
+    jobs, worker, clock, effects
+) -> None:
+    raised: list[BaseException] = []
+
+    def taken_over_midway(run: Run) -> None:
+        # While this handler runs, its lease expires and another replica takes over.
+        clock.advance(LEASE + timedelta(seconds=1))
+        claim("replica-2", clock.now())
+        try:
+            with run.atomic(), connection.cursor() as cursor:
+                cursor.execute("INSERT INTO test_effects VALUES (%s)", [run.occurrence_key])
+        except LeaseLost as exc:
+            raised.append(exc)
+            raise
+
+    jobs.register("tests.zombie", taken_over_midway)
+    schedule = ScheduleFactory.create(job="tests.zombie")
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+
+    assert list(worker.run_pass().outcomes.elements()) == ["lease_lost"]
+    assert len(raised) == 1
+    assert effect_count() == 0
+    occurrence = Occurrence.objects.get()
+    assert (occurrence.state, occurrence.lease_owner) == (OccurrenceState.PROCESSING, "replica-2")
+
+
+def test_a_stopping_worker_starts_nothing_more_and_releases_the_rest(jobs, worker, clock) -> None:
+    def first_then_stop(run: Run) -> None:
+        worker.stopping.set()
+
+    jobs.register("tests.stop", first_then_stop)
+    schedule = ScheduleFactory.create(job="tests.stop")
+    plan(schedule, T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=2), now=T0)
+    clock.set(T0 + timedelta(seconds=5))
+
+    summary = worker.run_pass()
+
+    assert (summary.outcomes["completed"], summary.outcomes["released"]) == (1, 2)
+    states = sorted(Occurrence.objects.values_list("state", flat=True))
+    assert states == ["completed", "scheduled", "scheduled"]
+    assert len(claim("replica-2", clock.now())) == 2
+
+
+def test_runworker_once_runs_due_work_and_exits(capsys) -> None:
+    ran: list[str] = []
+    registry.register("tests.cli", lambda run: ran.append(run.occurrence_key))
+    try:
+        schedule = ScheduleFactory.create(job="tests.cli")
+        plan(schedule, T0, now=T0)  # long due by the real clock
+        call_command("runworker", "--once", "--replica-id", "cli-replica")
+    finally:
+        registry.unregister("tests.cli")
+    out = capsys.readouterr().out
+    assert "django_jobs worker cli-replica started" in out
+    assert "ran 1 occurrence(s)" in out
+    assert ran == [str(Occurrence.objects.get().pk)]
+    assert Attempt.objects.get().replica == "cli-replica"
+
+
+def test_store_hold_refuses_a_stale_lease(clock) -> None:
+    schedule = ScheduleFactory.create()
+    plan(schedule, T0, now=T0)
+    (stale,) = claim("a", T0)
+    claim("b", T0 + LEASE + timedelta(seconds=1))
+    assert store.hold(stale) is False
