@@ -12,43 +12,21 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-
-class TimingKind(models.TextChoices):
-    CRON = "cron", "cron expression"
-    INTERVAL = "interval", "fixed interval"
-    AT = "at", "one instant"
-    AFTER = "after", "once, after a delay"
-
-
-class SkippedTime(models.TextChoices):
-    """What a local schedule does with a local time that does not exist (spring forward)."""
-
-    SHIFT = "shift", "run at the first instant after the gap"
-    SKIP = "skip", "do not run that day"
+from .scheduling.policies import (
+    Misfire,
+    Overlap,
+    RepeatedTime,
+    SkippedTime,
+    TimingKind,
+    choices,
+)
 
 
-class RepeatedTime(models.TextChoices):
-    """What a business-local schedule does with a local time that occurs twice (fall back)."""
+class Origin(models.TextChoices):
+    """Where a schedule record comes from: sync retires only code-declared ones."""
 
-    FIRST = "first", "run at the first (earlier) instant"
-    LAST = "last", "run at the second (later) instant"
-    BOTH = "both", "run at both instants"
-
-
-class Overlap(models.TextChoices):
-    """What happens to an occurrence due while the previous one of its schedule still runs."""
-
-    SKIP = "skip", "skip it, recording why"
-    QUEUE = "queue", "wait until the previous one ends"
-    ALLOW = "allow", "run both"
-
-
-class Misfire(models.TextChoices):
-    """What happens to occurrences found later than their schedule's maximum start delay."""
-
-    SKIP = "skip", "skip them, recording why"
-    REPLAY_ONCE = "replay_once", "run the most recent one, skip the rest"
-    REPLAY_ALL = "replay_all", "run each, oldest first, up to max_catchup"
+    CODE = "code", "declared in a schedules.py module"
+    RUNTIME = "runtime", "created at run time through the service layer"
 
 
 class IdempotencyScope(models.TextChoices):
@@ -68,7 +46,7 @@ class Schedule(models.Model):
     key = models.CharField(max_length=200)
     job = models.CharField(max_length=200)
 
-    timing_kind = models.CharField(max_length=10, choices=TimingKind.choices)
+    timing_kind = models.CharField(max_length=10, choices=choices(TimingKind))
     cron = models.CharField(max_length=200, blank=True, default="")
     interval = models.DurationField(null=True, blank=True)
     anchor = models.DateTimeField(null=True, blank=True)
@@ -76,15 +54,15 @@ class Schedule(models.Model):
     delay = models.DurationField(null=True, blank=True)
     time_zone = models.CharField(max_length=64, default="UTC")
     skipped_time = models.CharField(
-        max_length=10, choices=SkippedTime.choices, default=SkippedTime.SHIFT
+        max_length=10, choices=choices(SkippedTime), default=SkippedTime.SHIFT
     )
     repeated_time = models.CharField(
-        max_length=10, choices=RepeatedTime.choices, default=RepeatedTime.FIRST
+        max_length=10, choices=choices(RepeatedTime), default=RepeatedTime.FIRST
     )
 
     max_delay = models.DurationField(default=timedelta(minutes=5))
-    overlap = models.CharField(max_length=10, choices=Overlap.choices, default=Overlap.SKIP)
-    misfire = models.CharField(max_length=20, choices=Misfire.choices, default=Misfire.SKIP)
+    overlap = models.CharField(max_length=10, choices=choices(Overlap), default=Overlap.SKIP)
+    misfire = models.CharField(max_length=20, choices=choices(Misfire), default=Misfire.SKIP)
     max_catchup = models.PositiveIntegerField(default=100)
     idempotency_scope = models.CharField(
         max_length=20, choices=IdempotencyScope.choices, default=IdempotencyScope.OCCURRENCE
@@ -111,6 +89,11 @@ class Schedule(models.Model):
     last_completed_at = models.DateTimeField(null=True, blank=True)
     next_due_at = models.DateTimeField(null=True, blank=True)
 
+    # The occurrence now processing, for schedules whose overlap policy is not "allow": claims
+    # check and set it under the schedule row's lock, so two replicas can never both start one.
+    running_occurrence = models.UUIDField(null=True, blank=True, editable=False)
+
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.CODE)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -129,7 +112,11 @@ class Schedule(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(timing_kind=TimingKind.CRON) & ~Q(cron=""))
-                | (Q(timing_kind=TimingKind.INTERVAL) & Q(interval__gt=timedelta(0)))
+                | (
+                    Q(timing_kind=TimingKind.INTERVAL)
+                    & Q(interval__gt=timedelta(0))
+                    & Q(anchor__isnull=False)
+                )
                 | (Q(timing_kind=TimingKind.AT) & Q(run_at__isnull=False))
                 | (
                     Q(timing_kind=TimingKind.AFTER)
@@ -206,6 +193,7 @@ class Trigger(models.TextChoices):
     SCHEDULE = "schedule", "the schedule"
     RETRY = "retry", "a retry"
     MANUAL = "manual", "a manual replay or run-now"
+    CATCHUP = "catchup", "a missed run replayed by the misfire policy"
 
 
 class Occurrence(models.Model):

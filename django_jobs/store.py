@@ -161,22 +161,48 @@ def claim(
        retries);
     3. mark the running Attempt of a taken-over lease ``lease_lost``;
     4. insert one Attempt per claim, carrying the new token;
-    5. advance the schedules' ``last_started_at`` without waiting (see ``_PROGRESS``).
+    5. advance the schedules' ``last_started_at``, and for overlap ``skip``/``queue``
+       schedules record the claimed occurrence as the one running.
+
+    A missed scheduled run is left for the planner's misfire decision, and a schedule whose
+    overlap policy is not ``allow`` gets at most one processing occurrence.
     """
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
     sql = f"""
         WITH due AS (
-            SELECT o.id, o.due_at FROM {OCC} o
+            SELECT o.id, o.due_at, o.schedule_id, s.overlap FROM {OCC} o
             JOIN {SCH} s ON s.id = o.schedule_id
             WHERE o.state IN ('scheduled', 'failed', 'processing')
               AND o.due_at <= %(now)s
               AND s.enabled AND s.status = 'active'
               AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
               AND NOT (s.key = ANY(%(excluded)s::text[]))
+              -- A missed run waits for the planner to apply the misfire policy.
+              AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule'
+                       AND o.scheduled_at + s.max_delay < %(now)s)
+              -- Overlap skip/queue: one processing occurrence per schedule at a time. The
+              -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
+              -- its latest version, so two claimers can never both start a run of it.
+              AND (s.overlap = 'allow' OR EXISTS (
+                    SELECT 1 FROM {SCH} g
+                    WHERE g.id = s.id
+                      AND (g.running_occurrence IS NULL OR g.running_occurrence = o.id
+                           OR NOT EXISTS (SELECT 1 FROM {OCC} r
+                                          WHERE r.id = g.running_occurrence
+                                            AND r.state = 'processing'))
+                    FOR NO KEY UPDATE SKIP LOCKED))
             ORDER BY o.due_at
             LIMIT %(limit)s
             FOR UPDATE OF o SKIP LOCKED
+        ),
+        picked AS (
+            SELECT id, due_at, schedule_id, overlap FROM (
+                SELECT due.*, row_number() OVER (
+                    PARTITION BY schedule_id ORDER BY due_at, id) AS nth
+                FROM due
+            ) ranked
+            WHERE overlap = 'allow' OR nth = 1
         ),
         claimed AS (
             UPDATE {OCC} o SET
@@ -188,9 +214,32 @@ def claim(
                 attempts = o.attempts + 1,
                 failures = o.failures + (o.state = 'processing')::int,
                 started_at = %(now)s
-            FROM due WHERE o.id = due.id
+            FROM picked WHERE o.id = picked.id
             RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
-                      o.attempts, o.trigger, o.failures, due.due_at AS was_due
+                      o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
+                      picked.overlap
+        ),
+        guarded AS (
+            -- Rows locked by ``due``: no waiting here.
+            UPDATE {SCH} s SET
+                running_occurrence = c.id,
+                last_started_at = GREATEST(s.last_started_at, %(now)s)
+            FROM claimed c
+            WHERE s.id = c.schedule_id AND c.overlap <> 'allow'
+        ),
+        -- Schedules that allow overlap are not locked by ``due``: their recovery point
+        -- advances with SKIP LOCKED, so statements that each advance several schedules can
+        -- never deadlock. A row locked at that moment is being advanced by another
+        -- transaction to an instant a moment apart; the exact instants stay on the
+        -- occurrence rows.
+        progress AS (
+            UPDATE {SCH} s SET last_started_at = %(now)s
+            WHERE s.id IN (
+                SELECT id FROM {SCH}
+                WHERE id IN (SELECT schedule_id FROM claimed WHERE overlap = 'allow')
+                  AND (last_started_at IS NULL OR last_started_at < %(now)s)
+                FOR NO KEY UPDATE SKIP LOCKED
+            )
         ),
         lost AS (
             UPDATE {ATT} a SET outcome = 'lease_lost', finished_at = %(now)s
@@ -202,8 +251,7 @@ def claim(
                                started_at, outcome, error_type, error_message)
             SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s, 'running', '', ''
             FROM claimed
-        ),
-        {_PROGRESS.format(column="last_started_at", source="claimed")}
+        )
         SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger, failures
         FROM claimed ORDER BY was_due, id
     """
@@ -233,28 +281,6 @@ def claim(
         )
         for r in rows
     ]
-
-
-# Recovery points are advanced with SKIP LOCKED on the schedule rows: two statements that each
-# advance several schedules can then never deadlock. When another transaction holds a schedule
-# row at that moment, it is advancing the same point to an instant at most a moment apart; the
-# exact instants always stay on the occurrence rows.
-_PROGRESS = (
-    """
-        progress AS (
-            UPDATE """
-    + SCH
-    + """ s SET {column} = %(now)s
-            WHERE s.id IN (
-                SELECT id FROM """
-    + SCH
-    + """
-                WHERE id IN (SELECT schedule_id FROM {source})
-                  AND ({column} IS NULL OR {column} < %(now)s)
-                FOR NO KEY UPDATE SKIP LOCKED
-            )
-        )"""
-)
 
 
 def renew(
@@ -320,11 +346,13 @@ def _fenced_write(
     set_sql: str,
     outcome: AttemptOutcome,
     params: dict[str, Any],
-    progress: str = "",
+    completes: bool = False,
 ) -> WriteResult:
     """Apply ``set_sql`` to the occurrences whose lease is current; record every attempt's end.
 
-    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``.
+    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. The
+    schedule of an accepted occurrence that was its running one (overlap skip/queue) is free
+    to start the next; with ``completes`` its ``last_completed_at`` advances too.
     """
     if not leases:
         return WriteResult(frozenset(), frozenset())
@@ -354,7 +382,30 @@ def _fenced_write(
             FROM input
             WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
               AND a.outcome IN ('running', 'lease_lost')
-        ){progress}
+        ),
+        ended_runs AS (
+            UPDATE {SCH} s SET
+                running_occurrence = NULL,
+                last_completed_at = CASE WHEN %(completes)s
+                    THEN GREATEST(s.last_completed_at, %(now)s) ELSE s.last_completed_at END
+            FROM done
+            WHERE s.id = done.schedule_id AND s.running_occurrence = done.id
+        ),
+        -- Other schedules' recovery point advances with SKIP LOCKED: statements that each
+        -- advance several schedules can then never deadlock. A row locked at that moment is
+        -- being advanced by another transaction to an instant a moment apart; the exact
+        -- instants always stay on the occurrence rows.
+        progress AS (
+            UPDATE {SCH} s SET last_completed_at = %(now)s
+            WHERE %(completes)s AND s.id IN (
+                SELECT id FROM {SCH}
+                WHERE id IN (SELECT schedule_id FROM done)
+                  AND (running_occurrence IS NULL
+                       OR running_occurrence NOT IN (SELECT id FROM done))
+                  AND (last_completed_at IS NULL OR last_completed_at < %(now)s)
+                FOR NO KEY UPDATE SKIP LOCKED
+            )
+        )
         SELECT id FROM done
     """
     done = {
@@ -369,6 +420,7 @@ def _fenced_write(
                 "outcome": outcome.value,
                 "error_type": "",
                 "error_message": "",
+                "completes": completes,
                 **params,
             },
         )
@@ -385,7 +437,7 @@ def complete(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
         set_sql="state = 'completed', finished_at = %(now)s",
         outcome=AttemptOutcome.SUCCEEDED,
         params={},
-        progress="," + _PROGRESS.format(column="last_completed_at", source="done"),
+        completes=True,
     )
 
 

@@ -19,6 +19,10 @@ class ScheduleFactory(factory.django.DjangoModelFactory[Schedule]):
     timing_kind = TimingKind.INTERVAL
     interval = timedelta(minutes=1)
     anchor = T0
+    # Store tests exercise leases, not policies: runs may overlap and start late. The policy
+    # tests set overlap and max_delay explicitly.
+    overlap = "allow"
+    max_delay = timedelta(days=365)
     operating_owner = "team-tests"
     record_owner = "tests@example.com"
     status = ScheduleStatus.ACTIVE

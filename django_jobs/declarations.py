@@ -1,0 +1,253 @@
+"""Schedule declarations: ``schedule(...)`` in an app's ``schedules.py``, apart from the jobs.
+
+A declaration names every field of the schedule record. It is validated when it is made, and
+``manage.py jobs sync`` (also run by the worker at start) writes it to a ``Schedule`` row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from .exceptions import ConfigurationError
+from .scheduling.policies import Misfire, Overlap, Retry
+from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
+
+KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
+TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
+STATUSES = ("draft", "active", "retired")
+
+
+class InvalidSchedule(ConfigurationError):
+    """A schedule declaration or record is invalid. The message names the schedule and field."""
+
+    def __init__(self, key: object, field_name: str, message: str) -> None:
+        super().__init__(f"schedule {key!r}: {field_name}: {message}")
+        self.key = key
+        self.field = field_name
+        self.detail = message
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One schedule record as declared. Build it with ``schedule()``, which validates it."""
+
+    key: str
+    job: str
+    timing: Timing
+    operating_owner: str
+    record_owner: str
+    status: str
+    retention: timedelta | int
+    tenant: str = ""
+    max_delay: timedelta = timedelta(minutes=5)
+    misfire: Misfire = Misfire.SKIP
+    max_catchup: int = 100
+    overlap: Overlap = Overlap.SKIP
+    retry: Retry = field(default_factory=Retry)
+    timeout: timedelta = timedelta(minutes=15)
+    decider: str = ""
+    decide_by: dt.date | None = None
+
+    def limit_fields(self) -> dict[str, Any]:
+        if isinstance(self.retention, timedelta):
+            return {"keep_for": self.retention, "keep_last": None}
+        return {"keep_for": None, "keep_last": self.retention}
+
+    def record_fields(self) -> dict[str, Any]:
+        """The ``Schedule`` columns this declaration sets (timing included)."""
+        return {
+            "job": self.job,
+            **self.timing.record_fields(),
+            "max_delay": self.max_delay,
+            "misfire": self.misfire.value,
+            "max_catchup": self.max_catchup,
+            "overlap": self.overlap.value,
+            "max_attempts": self.retry.max_attempts,
+            "backoff": self.retry.backoff,
+            "max_backoff": self.retry.max_backoff,
+            "timeout": self.timeout,
+            "operating_owner": self.operating_owner,
+            "record_owner": self.record_owner,
+            "status": self.status,
+            "decider": self.decider,
+            "decide_by": self.decide_by,
+        }
+
+
+_TIMINGS = (Cron, Every, At, After)
+
+
+def _problems(d: Declaration) -> list[tuple[str, str]]:
+    """(field, message) for every invalid field of ``d``."""
+    found: list[tuple[str, str]] = []
+
+    def need(ok: bool, name: str, message: str) -> None:
+        if not ok:
+            found.append((name, message))
+
+    need(
+        isinstance(d.key, str) and bool(KEY_PATTERN.match(d.key)),
+        "key",
+        "must be 1-200 letters, digits and . _ : / -, starting with a letter or digit",
+    )
+    need(
+        isinstance(d.tenant, str) and bool(TENANT_PATTERN.match(d.tenant)),
+        "tenant",
+        "must be at most 100 characters of letters, digits and . _ : -",
+    )
+    need(
+        isinstance(d.job, str) and 0 < len(d.job) <= 200 and d.job == d.job.strip(),
+        "job",
+        "must name a registered @job (1-200 characters, no surrounding spaces)",
+    )
+    need(
+        isinstance(d.timing, _TIMINGS),
+        "timing",
+        f"must be cron(...), every(...), at(...) or after(...), got {d.timing!r}",
+    )
+    for owner in ("operating_owner", "record_owner"):
+        value = getattr(d, owner)
+        need(
+            isinstance(value, str) and bool(value.strip()) and len(value) <= 200,
+            owner,
+            "is required: who runs it in production / who answers for the record",
+        )
+    need(d.status in STATUSES, "status", f"must be one of {', '.join(STATUSES)}, got {d.status!r}")
+    if d.status == "draft":
+        need(
+            isinstance(d.decider, str) and bool(d.decider.strip()),
+            "decider",
+            "a draft must name a decider",
+        )
+        need(isinstance(d.decide_by, dt.date), "decide_by", "a draft must name a decide-by date")
+    for name in ("max_delay", "timeout"):
+        value = getattr(d, name)
+        need(
+            isinstance(value, timedelta) and value > timedelta(0),
+            name,
+            f"must be a positive timedelta, got {value!r}",
+        )
+    need(
+        d.misfire in set(Misfire),
+        "misfire",
+        f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
+    )
+    need(
+        d.overlap in set(Overlap),
+        "overlap",
+        f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
+    )
+    need(
+        isinstance(d.max_catchup, int)
+        and not isinstance(d.max_catchup, bool)
+        and 0 <= d.max_catchup <= 10_000,
+        "max_catchup",
+        f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
+    )
+    if isinstance(d.retry, Retry):
+        found.extend(d.retry.problems())
+    else:
+        found.append(("retry", f"must be Retry(...), got {d.retry!r}"))
+    retention_ok = (isinstance(d.retention, timedelta) and d.retention > timedelta(0)) or (
+        isinstance(d.retention, int) and not isinstance(d.retention, bool) and d.retention > 0
+    )
+    need(
+        retention_ok,
+        "retention",
+        "must be a positive timedelta (keep for) or a positive count (keep last),"
+        f" got {d.retention!r}",
+    )
+    return found
+
+
+def schedule(
+    key: str,
+    *,
+    job: str,
+    timing: Timing,
+    operating_owner: str,
+    record_owner: str,
+    status: str,
+    retention: timedelta | int,
+    tenant: str = "",
+    max_delay: timedelta = timedelta(minutes=5),
+    misfire: Misfire | str = Misfire.SKIP,
+    max_catchup: int = 100,
+    overlap: Overlap | str = Overlap.SKIP,
+    retry: Retry | None = None,
+    timeout: timedelta = timedelta(minutes=15),
+    decider: str = "",
+    decide_by: dt.date | None = None,
+    register: bool = True,
+) -> Declaration:
+    """Declare a schedule record; see docs/schedules.md for every field and its default.
+
+    Raises ``InvalidSchedule`` naming the schedule and the first invalid field. With
+    ``register`` (the default, for ``schedules.py`` modules) the declaration is added to the
+    set that ``manage.py jobs sync`` writes.
+    """
+    # An unknown policy value stays as given and is reported below with the other problems.
+    with contextlib.suppress(ValueError):
+        misfire = Misfire(misfire)
+    with contextlib.suppress(ValueError):
+        overlap = Overlap(overlap)
+    declaration = Declaration(
+        key=key,
+        job=job,
+        timing=timing,
+        operating_owner=operating_owner,
+        record_owner=record_owner,
+        status=status,
+        retention=retention,
+        tenant=tenant,
+        max_delay=max_delay,
+        misfire=misfire,  # type: ignore[arg-type]
+        max_catchup=max_catchup,
+        overlap=overlap,  # type: ignore[arg-type]
+        retry=retry if retry is not None else Retry(),
+        timeout=timeout,
+        decider=decider,
+        decide_by=decide_by,
+    )
+    problems = _problems(declaration)
+    if not problems:
+        try:
+            timing.validate()
+        except InvalidTiming as exc:
+            problems = [(exc.field, exc.message)]
+    if problems:
+        name, message = problems[0]
+        raise InvalidSchedule(key, name, message)
+    if register:
+        declared.add(declaration)
+    return declaration
+
+
+class Declared:
+    """The declarations made by ``schedules.py`` modules, by (tenant, key)."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[str, str], Declaration] = {}
+
+    def add(self, declaration: Declaration) -> None:
+        ident = (declaration.tenant, declaration.key)
+        existing = self._items.get(ident)
+        if existing is not None and existing != declaration:
+            raise InvalidSchedule(
+                declaration.key, "key", "is declared twice with different fields; keys are unique"
+            )
+        self._items[ident] = declaration
+
+    def remove(self, tenant: str, key: str) -> None:
+        self._items.pop((tenant, key), None)
+
+    def all(self) -> list[Declaration]:
+        return [self._items[k] for k in sorted(self._items)]
+
+
+declared = Declared()

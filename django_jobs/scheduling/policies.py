@@ -1,0 +1,86 @@
+"""The policies a schedule record names. Values are stored on ``Schedule`` rows as text."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+class Misfire(enum.StrEnum):
+    """What happens to occurrences found later than their schedule's ``max_delay``."""
+
+    SKIP = "skip"
+    """Record each missed occurrence as skipped (reason ``misfire``) and run none of them."""
+    REPLAY_ONCE = "replay_once"
+    """Run the most recent missed occurrence; record the others as skipped."""
+    REPLAY_ALL = "replay_all"
+    """Run the most recent ``max_catchup`` missed occurrences oldest first; skip older ones."""
+
+
+class Overlap(enum.StrEnum):
+    """What happens to an occurrence due while the previous one of its schedule still runs."""
+
+    SKIP = "skip"
+    """Record it as skipped (reason ``overlap``)."""
+    QUEUE = "queue"
+    """Leave it waiting; it runs once the previous one has ended."""
+    ALLOW = "allow"
+    """Run it alongside."""
+
+
+class SkippedTime(enum.StrEnum):
+    """What a local time that does not exist (spring forward) does."""
+
+    SHIFT = "shift"
+    """Run at the first instant after the gap (02:30 on a 02:00→03:00 night runs at 03:00)."""
+    SKIP = "skip"
+    """Do not run for that local time."""
+
+
+class RepeatedTime(enum.StrEnum):
+    """What a local time that occurs twice (fall back) does."""
+
+    FIRST = "first"
+    """Run at the first (earlier) of the two instants."""
+    LAST = "last"
+    """Run at the second (later) of the two instants."""
+    BOTH = "both"
+    """Run at both instants: two occurrences with two identities."""
+
+
+class TimingKind(enum.StrEnum):
+    CRON = "cron"
+    INTERVAL = "interval"
+    AT = "at"
+    AFTER = "after"
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Bounded attempts with capped exponential backoff and jitter.
+
+    Attempt ``n`` (n >= 1) that fails waits ``min(backoff * 2**(n-1), max_backoff)``, scaled
+    by a random factor in [0.5, 1], before attempt ``n+1``; after ``max_attempts`` failed
+    attempts the occurrence is dead.
+    """
+
+    max_attempts: int = 3
+    backoff: timedelta = timedelta(seconds=30)
+    max_backoff: timedelta = timedelta(minutes=10)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, message) for each invalid part; empty when valid."""
+        found = []
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            found.append(("retry.max_attempts", f"must be 1 or more, got {self.max_attempts!r}"))
+        for name in ("backoff", "max_backoff"):
+            value = getattr(self, name)
+            if not isinstance(value, timedelta) or value < timedelta(0):
+                found.append((f"retry.{name}", f"must be a timedelta of 0 or more, got {value!r}"))
+        return found
+
+
+def choices(policy: type[enum.StrEnum]) -> list[tuple[str, str]]:
+    """Django ``choices`` for a policy enum."""
+    return [(member.value, member.value.replace("_", " ")) for member in policy]

@@ -1,0 +1,341 @@
+"""The four timings: ``cron``, ``every``, ``at`` and ``after``. Pure: no clock, no database.
+
+Every timing answers ``between(start, end)``: the aware UTC instants in ``[start, end)`` at which
+it plans occurrences, in order, after its skipped/repeated rules; and ``iter_from(start)``: the
+same, lazily, from ``start`` on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, Self
+
+from ..clock import ensure_aware_utc
+from . import cron as cronlib
+from .policies import RepeatedTime, SkippedTime, TimingKind
+from .zones import resolve, zone
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# A local time that falls back can map to an instant up to this far from the wall time read at
+# a window's edge (the largest DST shift in tzdata since 1970 is 2 hours).
+_WALL_MARGIN = timedelta(hours=3)
+_FIRST_WINDOW = timedelta(hours=6)
+_MAX_WINDOW = timedelta(days=31)
+_HORIZON = timedelta(days=366 * 30)
+
+
+class InvalidTiming(ValueError):
+    """A timing argument is invalid; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class Timing(Protocol):
+    @property
+    def kind(self) -> TimingKind: ...
+
+    def validate(self) -> Self: ...
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]: ...
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]: ...
+
+    def record_fields(self) -> dict[str, Any]: ...
+
+
+def _bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    return ensure_aware_utc(start, name="start"), ensure_aware_utc(end, name="end")
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A five-field cron expression, evaluated as wall-clock time in ``zone``.
+
+    Like every timing, it is validated on first use (``validate()``), so that ``schedule()``
+    can report a bad argument naming the schedule it belongs to.
+    """
+
+    expr: str
+    zone: str = "UTC"
+    skipped: SkippedTime = SkippedTime.SHIFT
+    repeated: RepeatedTime = RepeatedTime.FIRST
+    kind: TimingKind = TimingKind.CRON
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        """Check and normalise the arguments once; ``InvalidTiming`` names the bad one."""
+        if self._valid:
+            return self
+        try:
+            object.__setattr__(self, "expr", cronlib.normalise(self.expr))
+        except cronlib.InvalidCron as exc:
+            raise InvalidTiming("timing.cron", str(exc)) from None
+        try:
+            zone(self.zone)
+        except ValueError as exc:
+            raise InvalidTiming("timing.zone", str(exc)) from None
+        for name, policy, value in (
+            ("timing.skipped", SkippedTime, self.skipped),
+            ("timing.repeated", RepeatedTime, self.repeated),
+        ):
+            if value not in set(policy):
+                allowed = ", ".join(repr(m.value) for m in policy)
+                raise InvalidTiming(name, f"must be one of {allowed}, got {value!r}")
+        object.__setattr__(self, "skipped", SkippedTime(self.skipped))
+        object.__setattr__(self, "repeated", RepeatedTime(self.repeated))
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = _bounds(start, end)
+        if end <= start:
+            return []
+        tz = zone(self.zone)
+        margin = timedelta(0) if self.zone == "UTC" else _WALL_MARGIN
+        wall_lo = start.astimezone(tz).replace(tzinfo=None) - margin - timedelta(microseconds=1)
+        wall_hi = end.astimezone(tz).replace(tzinfo=None) + margin
+        found = {
+            instant
+            for wall in cronlib.wall_times(self.expr, wall_lo, wall_hi)
+            for instant in resolve(wall, tz, skipped=self.skipped, repeated=self.repeated)
+            if start <= instant < end
+        }
+        return sorted(found)
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        """Instants from ``start`` on, evaluated window by window (windows grow while empty)."""
+        self.validate()
+        start = ensure_aware_utc(start, name="start")
+        window, lo = _FIRST_WINDOW, start
+        while lo < start + _HORIZON:
+            hi = lo + window
+            found = self.between(lo, hi)
+            yield from found
+            window = _FIRST_WINDOW if found else min(window * 2, _MAX_WINDOW)
+            lo = hi
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "timing_kind": self.kind.value,
+            "cron": self.expr,
+            "time_zone": self.zone,
+            "skipped_time": self.skipped.value,
+            "repeated_time": self.repeated.value,
+            "interval": None,
+            "anchor": None,
+            "run_at": None,
+            "delay": None,
+        }
+
+
+@dataclass(frozen=True)
+class Every:
+    """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC).
+
+    Anchored, so it never drifts: ``every(timedelta(minutes=5))`` runs at :00, :05, :10, ...
+    whenever the worker happens to plan. Zones do not apply to elapsed time.
+    """
+
+    interval: timedelta
+    anchor: datetime = EPOCH
+    kind: TimingKind = TimingKind.INTERVAL
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        if not isinstance(self.interval, timedelta) or self.interval <= timedelta(0):
+            raise InvalidTiming(
+                "timing.interval", f"must be a positive timedelta, got {self.interval!r}"
+            )
+        if self.interval < timedelta(seconds=1):
+            raise InvalidTiming("timing.interval", f"must be 1 second or more, got {self.interval}")
+        try:
+            object.__setattr__(self, "anchor", ensure_aware_utc(self.anchor, name="anchor"))
+        except (ValueError, AttributeError) as exc:
+            raise InvalidTiming("timing.anchor", str(exc)) from None
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def index_at_or_after(self, instant: datetime) -> int:
+        """The index ``k`` of the first instant ``anchor + k * interval >= instant``."""
+        return -((self.anchor - instant) // self.interval)  # ceil((instant - anchor) / interval)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        """How many instants fall in ``[start, end)``, without listing them."""
+        return max(0, self.index_at_or_after(end) - self.index_at_or_after(start))
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = _bounds(start, end)
+        found = []
+        index = self.index_at_or_after(start)
+        while (instant := self.anchor + self.interval * index) < end:
+            found.append(instant)
+            index += 1
+        return found
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        index = self.validate().index_at_or_after(ensure_aware_utc(start, name="start"))
+        while True:
+            try:
+                yield self.anchor + self.interval * index
+            except OverflowError:
+                return
+            index += 1
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "timing_kind": self.kind.value,
+            "cron": "",
+            "time_zone": "UTC",
+            "skipped_time": SkippedTime.SHIFT.value,
+            "repeated_time": RepeatedTime.FIRST.value,
+            "interval": self.interval,
+            "anchor": self.anchor,
+            "run_at": None,
+            "delay": None,
+        }
+
+
+@dataclass(frozen=True)
+class At:
+    """Once, at one aware instant."""
+
+    instant: datetime
+    kind: TimingKind = TimingKind.AT
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        try:
+            object.__setattr__(self, "instant", ensure_aware_utc(self.instant, name="instant"))
+        except (ValueError, AttributeError) as exc:
+            raise InvalidTiming("timing.at", str(exc)) from None
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = _bounds(start, end)
+        return [self.instant] if start <= self.instant < end else []
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        if self.validate().instant >= ensure_aware_utc(start, name="start"):
+            yield self.instant
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {**_one_off_fields(), "timing_kind": self.kind.value, "run_at": self.instant}
+
+
+@dataclass(frozen=True)
+class After:
+    """Once, ``delay`` after the schedule record is created (``created_at``, set on creation)."""
+
+    delay: timedelta
+    created_at: datetime | None = None
+    kind: TimingKind = TimingKind.AFTER
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        if not isinstance(self.delay, timedelta) or self.delay < timedelta(0):
+            raise InvalidTiming(
+                "timing.after", f"must be a timedelta of 0 or more, got {self.delay!r}"
+            )
+        if self.created_at is not None:
+            object.__setattr__(
+                self, "created_at", ensure_aware_utc(self.created_at, name="created_at")
+            )
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def created(self, instant: datetime) -> After:
+        """This timing for a record created at ``instant``."""
+        return After(self.delay, created_at=instant)
+
+    @property
+    def instant(self) -> datetime:
+        self.validate()
+        if self.created_at is None:
+            raise ValueError("after(): the record's creation instant is not known yet")
+        return self.created_at + self.delay
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        return At(self.instant).between(start, end)
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        return At(self.instant).iter_from(start)
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        fields = {**_one_off_fields(), "timing_kind": self.kind.value, "delay": self.delay}
+        if self.created_at is not None:
+            fields["run_at"] = self.instant
+        return fields
+
+
+def _one_off_fields() -> dict[str, Any]:
+    return {
+        "cron": "",
+        "time_zone": "UTC",
+        "skipped_time": SkippedTime.SHIFT.value,
+        "repeated_time": RepeatedTime.FIRST.value,
+        "interval": None,
+        "anchor": None,
+        "run_at": None,
+        "delay": None,
+    }
+
+
+def cron(
+    expr: str,
+    *,
+    zone: str = "UTC",
+    skipped: SkippedTime | str = SkippedTime.SHIFT,
+    repeated: RepeatedTime | str = RepeatedTime.FIRST,
+) -> Cron:
+    """A cron timing. ``zone`` names an IANA zone for a business-local schedule; ``skipped``
+    (``"shift"`` or ``"skip"``) and ``repeated`` (``"first"``, ``"last"`` or ``"both"``) say
+    what its DST transitions do."""
+    return Cron(expr, zone, skipped, repeated)  # type: ignore[arg-type]
+
+
+def every(interval: timedelta, *, anchor: datetime = EPOCH) -> Every:
+    return Every(interval, anchor)
+
+
+def at(instant: datetime) -> At:
+    return At(instant)
+
+
+def after(delay: timedelta) -> After:
+    return After(delay)
+
+
+def from_record(fields: Any) -> Timing:
+    """The timing stored on a ``Schedule`` row (or any object with the same attributes)."""
+    kind = fields.timing_kind
+    timing: Timing
+    if kind == TimingKind.CRON:
+        timing = Cron(fields.cron, fields.time_zone, fields.skipped_time, fields.repeated_time)
+    elif kind == TimingKind.INTERVAL:
+        timing = Every(fields.interval, fields.anchor or EPOCH)
+    elif kind == TimingKind.AT:
+        timing = At(fields.run_at)
+    elif kind == TimingKind.AFTER:
+        timing = After(fields.delay, created_at=fields.run_at - fields.delay)
+    else:
+        raise InvalidTiming("timing_kind", f"unknown timing kind {kind!r}")
+    return timing.validate()

@@ -1,0 +1,76 @@
+"""Turning a local wall-clock time into UTC instants, with explicit DST rules.
+
+A wall time in a zone is one of three things: normal (one instant), skipped (spring forward:
+no instant), or repeated (fall back: two instants). ``resolve`` applies the schedule's
+``skipped`` and ``repeated`` policies to it. zoneinfo's ``fold`` tells the two readings apart
+(PEP 495).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, available_timezones
+
+from .policies import RepeatedTime, SkippedTime
+
+
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone called ``name``; a ``ValueError`` naming it when there is none."""
+    if not isinstance(name, str) or name not in iana_names():
+        raise ValueError(
+            f"{name!r} is not an IANA time zone identifier (for example 'Europe/London')"
+        )
+    return ZoneInfo(name)
+
+
+@functools.cache
+def iana_names() -> frozenset[str]:
+    """Every zone identifier tzdata knows (``available_timezones`` scans the disk: once)."""
+    return frozenset(available_timezones() | {"UTC"})
+
+
+def _utc(wall: datetime, tz: ZoneInfo, fold: int) -> datetime:
+    return wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+
+
+def _exists(wall: datetime, tz: ZoneInfo, instant: datetime) -> bool:
+    return instant.astimezone(tz).replace(tzinfo=None) == wall
+
+
+def resolve(
+    wall: datetime, tz: ZoneInfo, *, skipped: SkippedTime, repeated: RepeatedTime
+) -> list[datetime]:
+    """The UTC instants at which a naive local ``wall`` time in ``tz`` runs, in order."""
+    early, late = _utc(wall, tz, 0), _utc(wall, tz, 1)
+    early_ok, late_ok = _exists(wall, tz, early), _exists(wall, tz, late)
+    if early == late or (early_ok != late_ok):
+        return [early if early_ok else late]
+    if early_ok and late_ok:  # a repeated local time: two instants
+        first, last = sorted((early, late))
+        if repeated == RepeatedTime.FIRST:
+            return [first]
+        if repeated == RepeatedTime.LAST:
+            return [last]
+        return [first, last]
+    # A skipped local time: neither reading exists.
+    if skipped == SkippedTime.SKIP:
+        return []
+    return [gap_end(min(early, late), max(early, late), tz)]
+
+
+def gap_end(before: datetime, after: datetime, tz: ZoneInfo) -> datetime:
+    """The first instant after a gap: where the offset changes between ``before`` and ``after``.
+
+    Binary search over whole seconds (transitions fall on whole seconds).
+    """
+    offset_after = after.astimezone(tz).utcoffset()
+    lo, hi = math.floor(before.timestamp()), math.ceil(after.timestamp())
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if datetime.fromtimestamp(mid, tz).utcoffset() == offset_after:
+            hi = mid
+        else:
+            lo = mid
+    return datetime.fromtimestamp(hi, UTC)
