@@ -1,10 +1,34 @@
 """django_jobs: scheduled jobs for Django with fenced PostgreSQL leases.
 
-The public names are re-exported here as they land; see README.md.
+Declare handlers in ``<app>/jobs.py`` with ``@job`` and schedules in ``<app>/schedules.py``
+with ``schedule(...)``; run them with ``manage.py runworker``. See README.md.
 """
 
 from __future__ import annotations
 
-from .exceptions import JobsError, LeaseLost, PermanentFailure
+from .declarations import InvalidSchedule, schedule
+from .exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure
+from .registry import job
+from .scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime
+from .scheduling.timings import after, at, cron, every
+from .worker.run import Run
 
-__all__ = ["JobsError", "LeaseLost", "PermanentFailure"]
+__all__ = [
+    "Cancelled",
+    "InvalidSchedule",
+    "JobsError",
+    "LeaseLost",
+    "Misfire",
+    "Overlap",
+    "PermanentFailure",
+    "RepeatedTime",
+    "Retry",
+    "Run",
+    "SkippedTime",
+    "after",
+    "at",
+    "cron",
+    "every",
+    "job",
+    "schedule",
+]

@@ -15,5 +15,7 @@ class DjangoJobsConfig(AppConfig):
 
         from . import checks  # noqa: F401  (registers the system checks)
 
-        # Each installed app's jobs.py registers its handlers with @job.
+        # Each installed app's jobs.py registers its handlers with @job; its schedules.py
+        # declares the schedules that trigger them, apart from the behaviour.
         autodiscover_modules("jobs")
+        autodiscover_modules("schedules")

@@ -3,12 +3,18 @@ what to do."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, register
 
 from . import conf
+from .clock import SystemClock
+from .declarations import Declaration, declared
 from .exceptions import ConfigurationError
+from .registry import registry
+from .scheduling import cron, zones
 
 
 @register(Tags.database, deploy=False)
@@ -47,3 +53,160 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     except ConfigurationError as exc:
         errors.append(Error(str(exc), hint="Fix the DJANGO_JOBS setting.", id="django_jobs.E003"))
     return errors
+
+
+def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[CheckMessage]:
+    """Problems of one schedule record (a ``Schedule`` row or a declaration's view of one)."""
+    name = f"Schedule {record.label!r}"
+    found: list[CheckMessage] = []
+    for owner in ("operating_owner", "record_owner"):
+        if not (getattr(record, owner) or "").strip():
+            found.append(
+                Error(
+                    f"{name} has no {owner}.",
+                    obj=record.obj,
+                    id="django_jobs.E010",
+                    hint="Name who runs it in production (operating_owner) and who "
+                    "answers for the record (record_owner).",
+                )
+            )
+    if record.status == "draft":
+        if not (record.decider or "").strip() or record.decide_by is None:
+            found.append(
+                Error(
+                    f"{name} is a draft without a decider and a decide-by date.",
+                    obj=record.obj,
+                    id="django_jobs.E011",
+                    hint="Set decider= and decide_by= on the draft.",
+                )
+            )
+        elif record.decide_by < today:
+            found.append(
+                Error(
+                    f"{name} is a draft whose decide-by date {record.decide_by} has passed.",
+                    obj=record.obj,
+                    id="django_jobs.E012",
+                    hint="Decide: make it active or retired, or set a new decide_by.",
+                )
+            )
+    if record.timing_kind == "cron":
+        if record.time_zone not in zones.iana_names():
+            found.append(
+                Error(
+                    f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
+                    obj=record.obj,
+                    id="django_jobs.E013",
+                    hint="Use a name such as 'UTC' or 'Europe/London'.",
+                )
+            )
+        try:
+            cron.normalise(record.cron)
+        except cron.InvalidCron as exc:
+            found.append(
+                Error(
+                    f"{name}: {exc}.",
+                    obj=record.obj,
+                    id="django_jobs.E015",
+                    hint="Use five fields: minute hour day-of-month month weekday.",
+                )
+            )
+    if record.job not in registry.names():
+        found.append(
+            Error(
+                f"{name}: no handler is registered for job {record.job!r}.",
+                obj=record.obj,
+                id="django_jobs.E014",
+                hint=f'Register one with @job("{record.job}") in the jobs.py of the '
+                "app that owns the behaviour.",
+            )
+        )
+    if record.status == "active" and not has_limit:
+        found.append(
+            Error(
+                f"{name} has no retention Limit.",
+                obj=record.obj,
+                id="django_jobs.E016",
+                hint="Declare retention= (keep for a duration, or keep the last N).",
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class _RecordView:
+    label: str
+    obj: Any
+    job: str
+    status: str
+    operating_owner: str
+    record_owner: str
+    decider: str
+    decide_by: date | None
+    timing_kind: str
+    cron: str
+    time_zone: str
+
+
+def _view_of_declaration(d: Declaration) -> _RecordView:
+    fields = d.record_fields()
+    return _RecordView(
+        label=f"{d.tenant}/{d.key}" if d.tenant else d.key,
+        obj=d,
+        job=d.job,
+        status=d.status,
+        operating_owner=d.operating_owner,
+        record_owner=d.record_owner,
+        decider=d.decider,
+        decide_by=d.decide_by,
+        timing_kind=fields["timing_kind"],
+        cron=fields["cron"],
+        time_zone=fields["time_zone"],
+    )
+
+
+def _view_of_row(s: Any) -> _RecordView:
+    return _RecordView(
+        label=str(s),
+        obj=s,
+        job=s.job,
+        status=s.status,
+        operating_owner=s.operating_owner,
+        record_owner=s.record_owner,
+        decider=s.decider,
+        decide_by=s.decide_by,
+        timing_kind=s.timing_kind,
+        cron=s.cron,
+        time_zone=s.time_zone,
+    )
+
+
+@register()
+def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E010-E016 over the schedules declared in ``schedules.py`` modules."""
+    today = SystemClock().now().date()
+    found: list[CheckMessage] = []
+    for declaration in declared.all():
+        found += _record_problems(_view_of_declaration(declaration), has_limit=True, today=today)
+    return found
+
+
+@register(Tags.database)
+def check_schedule_records(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E010-E016 over the schedule records in the database (run with ``--database``)."""
+    if not databases or "default" not in databases or conf.database_vendor() != "postgresql":
+        return []
+    from django.db import connection
+
+    from .models import Schedule
+
+    if Schedule._meta.db_table not in connection.introspection.table_names():
+        return []  # not migrated yet (migrate runs database checks first)
+    today = SystemClock().now().date()
+    found: list[CheckMessage] = []
+    rows = Schedule.objects.exclude(status="retired").select_related("limit")
+    for row in rows:
+        has_limit = hasattr(row, "limit")
+        found += _record_problems(_view_of_row(row), has_limit=has_limit, today=today)
+    return found

@@ -25,7 +25,7 @@ from django.db import connection
 
 from .clock import ensure_aware_utc
 from .identity import occurrence_id
-from .models import AttemptOutcome, SkipReason, Trigger
+from .models import AttemptOutcome, AuditRecord, Schedule, SkipReason, Trigger
 from .safe_error import SafeError
 
 OCC = "django_jobs_occurrence"
@@ -571,20 +571,95 @@ def database_clock() -> datetime:
     return _rows("SELECT clock_timestamp()", {})[0][0].astimezone(UTC)  # type: ignore[no-any-return]
 
 
-__all__ = [
-    "Lease",
-    "PlannedOccurrence",
-    "WriteResult",
-    "claim",
-    "complete",
-    "database_clock",
-    "dead_letter",
-    "fail",
-    "hold",
-    "measure_clock_offset",
-    "plan",
-    "purge",
-    "purge_batch",
-    "release",
-    "renew",
-]
+# --- Planning: the worker's plan pass (django_jobs/worker/planning.py) --------------------
+
+
+def lock_schedules_to_plan(*, now: datetime, limit: int) -> list[Schedule]:
+    """Lock up to ``limit`` active, enabled schedules whose ``next_due_at`` has come.
+
+    Must run inside a transaction: the rows stay locked (``SKIP LOCKED`` for other planners)
+    until it commits, so one replica at a time plans a given schedule.
+    """
+    return list(
+        Schedule.objects.select_for_update(skip_locked=True, no_key=True)
+        .filter(enabled=True, status="active", next_due_at__lte=now)
+        .order_by("next_due_at")[:limit]
+    )
+
+
+def missed_unstarted(schedule: Schedule, *, now: datetime) -> list[datetime]:
+    """Scheduled instants of ``schedule`` that never started and are now later than its
+    ``max_delay``: the planner applies the misfire policy to them."""
+    sql = f"""
+        SELECT scheduled_at FROM {OCC}
+        WHERE schedule_id = %(schedule)s AND state = 'scheduled' AND trigger = 'schedule'
+          AND scheduled_at + %(max_delay)s < %(now)s
+        ORDER BY scheduled_at
+    """
+    rows = _rows(sql, {"schedule": schedule.pk, "max_delay": schedule.max_delay, "now": now})
+    return [r[0].astimezone(UTC) for r in rows]
+
+
+def has_running(schedule: Schedule) -> bool:
+    """Whether an occurrence of ``schedule`` is processing now."""
+    sql = f"SELECT EXISTS (SELECT 1 FROM {OCC} WHERE schedule_id = %(s)s AND state = 'processing')"
+    return bool(_rows(sql, {"s": schedule.pk})[0][0])
+
+
+def mark_missed(
+    schedule: Schedule,
+    *,
+    now: datetime,
+    catch_up: Sequence[datetime],
+    skip: Sequence[tuple[datetime, str]],
+) -> None:
+    """Decide already-planned missed occurrences: run late (trigger ``catchup``) or skip.
+
+    Only occurrences still scheduled and never started change: a claim that won the race
+    keeps its occurrence.
+    """
+    ids = [occurrence_id(schedule.tenant, schedule.key, i) for i in catch_up]
+    skip_ids = [occurrence_id(schedule.tenant, schedule.key, i) for i, _ in skip]
+    sql = f"""
+        WITH caught AS (
+            UPDATE {OCC} SET trigger = 'catchup'
+            WHERE id = ANY(%(ids)s::uuid[]) AND state = 'scheduled' AND attempts = 0
+        )
+        UPDATE {OCC} o SET state = 'skipped', skip_reason = t.reason, finished_at = %(now)s
+        FROM unnest(%(skip_ids)s::uuid[], %(reasons)s::text[]) AS t(id, reason)
+        WHERE o.id = t.id AND o.state = 'scheduled' AND o.attempts = 0
+    """
+    _rows(
+        sql,
+        {"ids": ids, "skip_ids": skip_ids, "reasons": [r for _, r in skip], "now": now},
+    )
+
+
+def advance_schedule(
+    schedule: Schedule, *, last_scheduled_at: datetime | None, next_due_at: datetime | None
+) -> None:
+    """Move a schedule's planning recovery point and its next due instant."""
+    Schedule.objects.filter(pk=schedule.pk).update(
+        last_scheduled_at=last_scheduled_at, next_due_at=next_due_at
+    )
+
+
+def record_skip_summary(
+    schedule: Schedule, *, now: datetime, count: int, first: datetime, last: datetime
+) -> None:
+    """The one record that stands for missed occurrences skipped without rows of their own."""
+    AuditRecord.objects.create(
+        at=now,
+        actor="django_jobs.planner",
+        action="misfire.skipped",
+        tenant=schedule.tenant,
+        target_type="schedule",
+        target_id=str(schedule.pk),
+        reason=f"{count} missed occurrences skipped by misfire policy {schedule.misfire}",
+        after={"count": count, "first": first.isoformat(), "last": last.isoformat()},
+    )
+
+
+def lock_for_sync() -> None:
+    """Serialise schedule syncs (every replica syncs at start) for the caller's transaction."""
+    _rows("SELECT pg_advisory_xact_lock(hashtext('django_jobs.sync'))", {})

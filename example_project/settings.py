@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "guardian",
     "django_jobs",
+    "example_project.billing",
 ]
 
 MIDDLEWARE = [

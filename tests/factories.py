@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 import factory.declarations
 import factory.django
 
-from django_jobs.models import Schedule, ScheduleStatus, TimingKind
+from django_jobs.models import Schedule, ScheduleStatus
+from django_jobs.scheduling.policies import TimingKind
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -23,6 +24,7 @@ class ScheduleFactory(factory.django.DjangoModelFactory[Schedule]):
     # tests set overlap and max_delay explicitly.
     overlap = "allow"
     max_delay = timedelta(days=365)
+    origin = "runtime"  # not declared in code, so a sync leaves it alone
     operating_owner = "team-tests"
     record_owner = "tests@example.com"
     status = ScheduleStatus.ACTIVE

@@ -31,6 +31,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "guardian",
     "django_jobs",
+    # The example project's app: its jobs.py and schedules.py are discovered in tests too.
+    "example_project.billing",
 ]
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

@@ -8,7 +8,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from django_jobs.models import Schedule, ScheduleStatus, TimingKind
+from django_jobs.models import Schedule, ScheduleStatus
+from django_jobs.scheduling.policies import TimingKind
 
 from .factories import T0, ScheduleFactory
 

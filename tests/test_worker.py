@@ -15,6 +15,7 @@ from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceSt
 from django_jobs.registry import Registry, registry
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.run import Run
+from example_project.billing.models import Statement
 
 from .factories import T0, ScheduleFactory
 from .storeutil import LEASE, claim, plan
@@ -193,7 +194,7 @@ def test_a_stopping_worker_starts_nothing_more_and_releases_the_rest(jobs, worke
     assert len(claim("replica-2", clock.now())) == 2
 
 
-def test_runworker_once_runs_due_work_and_exits(capsys) -> None:
+def test_runworker_once_syncs_declared_schedules_runs_due_work_and_exits(capsys) -> None:
     ran: list[str] = []
     registry.register("tests.cli", lambda run: ran.append(run.occurrence_key))
     try:
@@ -204,9 +205,12 @@ def test_runworker_once_runs_due_work_and_exits(capsys) -> None:
         registry.unregister("tests.cli")
     out = capsys.readouterr().out
     assert "django_jobs worker cli-replica started" in out
-    assert "ran 1 occurrence(s)" in out
-    assert ran == [str(Occurrence.objects.get().pk)]
-    assert Attempt.objects.get().replica == "cli-replica"
+    # The example project's billing app declares three schedules; its one-off runs at once.
+    assert "schedules synced: 3 created, 0 updated, 0 retired, 0 unchanged" in out
+    assert "ran 2 occurrence(s)" in out
+    assert ran == [str(Occurrence.objects.get(schedule=schedule).pk)]
+    assert Statement.objects.count() == 1
+    assert set(Attempt.objects.values_list("replica", flat=True)) == {"cli-replica"}
 
 
 def test_store_hold_refuses_a_stale_lease(clock) -> None:

@@ -54,7 +54,8 @@ class PlanRequest:
 
 @dataclass(frozen=True)
 class PlanDecision:
-    run: list[datetime] = field(default_factory=list)  # new instants to plan as scheduled
+    run: list[datetime] = field(default_factory=list)  # new instants, on time
+    replay: list[datetime] = field(default_factory=list)  # new instants, missed, run late
     skip: list[tuple[datetime, str]] = field(default_factory=list)  # new: (instant, reason)
     summary: SkipSummary | None = None
     catch_up: list[datetime] = field(default_factory=list)  # pending missed ones that run late
@@ -98,10 +99,8 @@ def plan(request: PlanRequest) -> PlanDecision:
         start = max(start, ensure_aware_utc(request.last_scheduled_at, name="last") + _TICK)
     # Enough of the most recent missed instants to run, record, and name the last summarised.
     keep = request.max_catchup + SKIP_RECORD_CAP + 2
-    missed = _Missed(keep)
+    missed = _Missed(keep)  # new missed instants only: pending ones have rows already
     pending = sorted(ensure_aware_utc(i, name="pending_missed") for i in request.pending_missed)
-    for instant in pending:
-        missed.add(instant)
     late_before = now - request.max_delay  # instants before this are missed
     on_time: list[datetime] = []
     next_due = None
@@ -113,7 +112,7 @@ def plan(request: PlanRequest) -> PlanDecision:
             missed.add(instant)
         else:
             on_time.append(instant)
-    return _decide(request, missed, set(pending), on_time, next_due)
+    return _decide(request, missed, pending, on_time, next_due)
 
 
 def _instants(
@@ -132,42 +131,54 @@ def _instants(
 def _decide(
     request: PlanRequest,
     missed: _Missed,
-    pending: set[datetime],
+    pending: list[datetime],
     on_time: list[datetime],
     next_due: datetime | None,
 ) -> PlanDecision:
+    """Apply the misfire and overlap policies.
+
+    Pending missed occurrences (rows that exist, never started) are all older than the new
+    missed instants, so ``pending + recent`` is every candidate in order. Pending ones that do
+    not run are skipped row by row; new skipped ones get rows up to ``SKIP_RECORD_CAP`` and a
+    summary beyond it.
+    """
     recent = list(missed.recent)
+    candidates = [*pending, *recent]
     if request.misfire == Misfire.SKIP:
         replayed: list[datetime] = []
     elif request.misfire == Misfire.REPLAY_ONCE:
-        replayed = recent[-1:]
+        replayed = candidates[-1:]
     else:
-        replayed = recent[-request.max_catchup :] if request.max_catchup else []
+        replayed = candidates[-request.max_catchup :] if request.max_catchup else []
     chosen = set(replayed)
-    skipped = [i for i in recent if i not in chosen]
-    recorded = skipped[-SKIP_RECORD_CAP:]
+    skipped_new = [i for i in recent if i not in chosen]
+    recorded = skipped_new[-SKIP_RECORD_CAP:]
+    replayed_new = [i for i in recent if i in chosen]
     summary = None
-    unrecorded = missed.count - len(replayed) - len(recorded)
+    unrecorded = missed.count - len(replayed_new) - len(recorded)
     if unrecorded > 0:
         assert missed.first is not None
-        # ``keep`` guarantees the newest summarised instant is still in ``skipped``.
-        summary = SkipSummary(unrecorded, missed.first, skipped[-len(recorded) - 1])
-    to_run = [*replayed, *on_time]
+        # ``keep`` guarantees the newest summarised instant is still in ``skipped_new``.
+        summary = SkipSummary(unrecorded, missed.first, skipped_new[-len(recorded) - 1])
+    # Overlap skip: everything that would start now is skipped while the previous one runs.
     overlapped = request.overlap == Overlap.SKIP and request.previous_running
-    run_reason = "overlap"
-    considered = [*recorded, *to_run]
+    considered = [*recorded, *replayed_new, *on_time]
     if summary is not None:
         considered.append(summary.last)
     if request.last_scheduled_at is not None:
         considered.append(request.last_scheduled_at)
+    skip_new = [(i, "misfire") for i in recorded]
+    skip_pending = [(i, "misfire") for i in pending if i not in chosen]
+    if overlapped:
+        skip_new += [(i, "overlap") for i in [*replayed_new, *on_time]]
+        skip_pending += [(i, "overlap") for i in pending if i in chosen]
     return PlanDecision(
-        run=[] if overlapped else [i for i in to_run if i not in pending],
-        skip=[(i, "misfire") for i in recorded if i not in pending]
-        + ([(i, run_reason) for i in to_run if i not in pending] if overlapped else []),
+        run=[] if overlapped else on_time,
+        replay=[] if overlapped else replayed_new,
+        skip=sorted(skip_new),
         summary=summary,
-        catch_up=[] if overlapped else [i for i in replayed if i in pending],
-        skip_pending=[(i, "misfire") for i in skipped if i in pending]
-        + ([(i, run_reason) for i in replayed if i in pending] if overlapped else []),
+        catch_up=[] if overlapped else [i for i in pending if i in chosen],
+        skip_pending=sorted(skip_pending),
         last_scheduled_at=max(considered, default=None),
         next_due_at=next_due,
     )

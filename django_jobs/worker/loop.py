@@ -18,6 +18,7 @@ from ..conf import JobsSettings, get_settings
 from ..models import Schedule
 from ..registry import Registry, registry
 from .executor import Execution, Outcome, execute
+from .planning import plan_due
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -84,12 +85,13 @@ class Worker:
         )
 
     def run_pass(self) -> PassSummary:
-        """Claim one batch of due occurrences and run them in order.
+        """Plan what has come due, claim one batch of due occurrences, and run them in order.
 
         Once ``stopping`` is set no further occurrence of the batch starts: the rest are
         released so another replica can take them at once.
         """
         summary = PassSummary()
+        plan_due(now=self.clock.now())
         leases = store.claim(
             owner=self.replica_id,
             now=self.clock.now(),

@@ -6,13 +6,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from .. import store
 from ..clock import Clock
 from ..exceptions import Cancelled, JobsError, LeaseLost
-from ..store import Lease
+
+if TYPE_CHECKING:
+    from ..store import Lease
 
 
 class Run:
@@ -84,6 +86,9 @@ class Run:
         3. mark the occurrence completed in the same transaction, and commit.
         Either the block's writes and the completion commit together, or neither does.
         """
+        # Imported here: ``Run`` is a public name of the package, importable before apps load.
+        from .. import store
+
         if self._completed:
             raise JobsError("run.atomic() completes the occurrence: use it once per run")
         with transaction.atomic():

@@ -8,6 +8,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ...declarations import declared
+from ...services import sync_schedules
 from ...worker.loop import Worker
 
 
@@ -24,7 +26,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         worker = Worker(replica_id=options["replica_id"], tenant=options["tenant"])
         worker.sync_clock()
+        report = sync_schedules(declared.all(), now=worker.clock.now())
         self.stdout.write(f"django_jobs worker {worker.replica_id} started")
+        self.stdout.write(f"schedules synced: {report}")
         if options["once"]:
             total = 0
             while (summary := worker.run_pass()).claimed:

@@ -1,0 +1,22 @@
+"""Job handlers of the billing app: they dispatch the app's commands, nothing else."""
+
+from __future__ import annotations
+
+from django_jobs import Run, job
+
+from . import statements
+
+
+@job("billing.send_statements")
+def send_statements(run: Run) -> None:
+    # One transaction: the statement row commits together with the fenced completion.
+    with run.atomic():
+        statements.send_for(
+            run.scheduled_at.date(), idempotency_key=run.occurrence_key, tenant=run.tenant
+        )
+
+
+@job("billing.heartbeat")
+def heartbeat(run: Run) -> None:
+    with run.atomic():
+        statements.beat(run.scheduled_at, idempotency_key=run.occurrence_key)
