@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import math
 from datetime import UTC, datetime
-from zoneinfo import ZoneInfo, available_timezones
+from importlib import resources
+from zoneinfo import ZoneInfo
 
 from .policies import RepeatedTime, SkippedTime
 
@@ -27,8 +28,13 @@ def zone(name: str) -> ZoneInfo:
 
 @functools.cache
 def iana_names() -> frozenset[str]:
-    """Every zone identifier tzdata knows (``available_timezones`` scans the disk: once)."""
-    return frozenset(available_timezones() | {"UTC"})
+    """The IANA zone identifiers, from the ``tzdata`` package's list.
+
+    Not ``zoneinfo.available_timezones()``: that scans the host's zone folder too, which holds
+    ``localtime``, the machine's own zone.
+    """
+    listed = resources.files("tzdata").joinpath("zones").read_text(encoding="utf-8").split()
+    return frozenset(listed) - {"Factory"}
 
 
 def _utc(wall: datetime, tz: ZoneInfo, fold: int) -> datetime:

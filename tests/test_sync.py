@@ -1,0 +1,129 @@
+"""Writing declared schedules to Schedule rows: create, update with audit, retire."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from django_jobs import after, cron, every, schedule
+from django_jobs.models import AuditRecord, Limit, Origin, Schedule, ScheduleStatus
+from django_jobs.services import sync_schedules, upsert_schedule
+from django_jobs.worker.planning import plan_due
+
+from .factories import T0, ScheduleFactory
+
+pytestmark = pytest.mark.django_db
+
+OWNERS: dict[str, Any] = {"operating_owner": "team-billing", "record_owner": "ops@example.com"}
+
+
+def nightly(**fields):
+    base = dict(
+        job="billing.send_statements",
+        timing=cron("0 9 * * *", zone="America/New_York"),
+        retention=timedelta(days=90),
+        status="active",
+        register=False,
+        **OWNERS,
+    )
+    return schedule(fields.pop("key", "billing.nightly"), **{**base, **fields})
+
+
+def test_sync_creates_the_record_with_every_declared_field_and_its_limit() -> None:
+    report = sync_schedules([nightly(misfire="replay_once")], now=T0)
+    assert report.created == ["billing.nightly"]
+    row = Schedule.objects.get(key="billing.nightly")
+    assert (row.cron, row.time_zone, row.misfire, row.origin) == (
+        "0 9 * * *",
+        "America/New_York",
+        "replay_once",
+        Origin.CODE,
+    )
+    assert (row.created_at, row.next_due_at) == (T0, T0)
+    assert Limit.objects.get(schedule=row).keep_for == timedelta(days=90)
+    assert AuditRecord.objects.get(target_id=str(row.pk)).action == "schedule.created"
+
+
+def test_syncing_again_changes_nothing() -> None:
+    sync_schedules([nightly()], now=T0)
+    report = sync_schedules([nightly()], now=T0 + timedelta(hours=1))
+    assert report.unchanged == ["billing.nightly"]
+    assert AuditRecord.objects.count() == 1
+
+
+def test_a_timing_change_is_updated_and_audited_with_before_and_after() -> None:
+    sync_schedules([nightly()], now=T0)
+    later = T0 + timedelta(days=1)
+    report = sync_schedules([nightly(timing=cron("30 8 * * *", zone="Europe/London"))], now=later)
+    assert report.updated == ["billing.nightly"]
+    row = Schedule.objects.get()
+    assert (row.cron, row.time_zone, row.next_due_at) == ("30 8 * * *", "Europe/London", later)
+    audit = AuditRecord.objects.get(action="schedule.timing_changed")
+    assert audit.before == {"cron": "0 9 * * *", "time_zone": "America/New_York"}
+    assert audit.after == {"cron": "30 8 * * *", "time_zone": "Europe/London"}
+    assert audit.actor == "django_jobs.sync"
+
+
+def test_a_schedule_removed_from_code_is_retired_never_deleted() -> None:
+    sync_schedules([nightly(), nightly(key="billing.weekly")], now=T0)
+    report = sync_schedules([nightly()], now=T0 + timedelta(days=1))
+    assert report.retired == ["billing.weekly"]
+    assert Schedule.objects.get(key="billing.weekly").status == ScheduleStatus.RETIRED
+    assert AuditRecord.objects.filter(action="schedule.retired").count() == 1
+
+
+def test_runtime_schedules_are_left_alone_by_sync() -> None:
+    runtime = ScheduleFactory.create(tenant="acme", key="acme.nightly")
+    sync_schedules([nightly()], now=T0)
+    runtime.refresh_from_db()
+    assert (runtime.status, runtime.origin) == (ScheduleStatus.ACTIVE, Origin.RUNTIME)
+
+
+def test_after_counts_from_the_records_creation_and_keeps_it_on_resync() -> None:
+    sync_schedules([nightly(key="once", timing=after(timedelta(hours=2)))], now=T0)
+    sync_schedules(
+        [nightly(key="once", timing=after(timedelta(hours=2)))], now=T0 + timedelta(days=1)
+    )
+    assert Schedule.objects.get(key="once").run_at == T0 + timedelta(hours=2)
+
+
+def test_a_runtime_per_tenant_schedule_is_validated_like_a_declared_one_and_audited() -> None:
+    declaration = schedule(
+        "acme.statements",
+        tenant="acme",
+        job="billing.send_statements",
+        timing=every(timedelta(days=1)),
+        retention=30,
+        status="active",
+        register=False,
+        **OWNERS,
+    )
+    row = upsert_schedule(declaration, actor="alice", reason="acme turned on statements", now=T0)
+    assert (row.tenant, row.origin) == ("acme", Origin.RUNTIME)
+    audit = AuditRecord.objects.get(target_id=str(row.pk))
+    assert (audit.actor, audit.reason, audit.tenant) == (
+        "alice",
+        "acme turned on statements",
+        "acme",
+    )
+    assert Limit.objects.get(schedule=row).keep_last == 30
+    # every(1 day) is anchored to the epoch: its first instant after creation is midnight UTC.
+    plan_due(now=T0 + timedelta(hours=12))
+    occurrence = row.occurrences.get()
+    assert (occurrence.tenant, occurrence.scheduled_at) == ("acme", T0 + timedelta(hours=12))
+
+
+def test_jobs_sync_command_reports_what_it_did(capsys) -> None:
+    call_command("jobs", "sync")
+    out = capsys.readouterr().out
+    # The example project's billing app declares three schedules.
+    assert "created: billing.heartbeat" in out
+    assert out.strip().endswith("schedules synced: 3 created, 0 updated, 0 retired, 0 unchanged")
+    call_command("jobs", "sync", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert report["unchanged"] == sorted(report["unchanged"])
+    assert len(report["unchanged"]) == 3
