@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, Self
+from zoneinfo import ZoneInfo
 
 from ..clock import ensure_aware_utc
 from . import cron as cronlib
@@ -21,9 +22,10 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # A local time that falls back can map to an instant up to this far from the wall time read at
 # a window's edge (the largest DST shift in tzdata since 1970 is 2 hours).
 _WALL_MARGIN = timedelta(hours=3)
-_FIRST_WINDOW = timedelta(hours=6)
+_FIRST_WINDOW = timedelta(hours=1)
 _MAX_WINDOW = timedelta(days=31)
 _HORIZON = timedelta(days=366 * 30)
+_SAMPLE = timedelta(minutes=30)
 
 
 class InvalidTiming(ValueError):
@@ -46,6 +48,18 @@ class Timing(Protocol):
     def iter_from(self, start: datetime) -> Iterator[datetime]: ...
 
     def record_fields(self) -> dict[str, Any]: ...
+
+
+def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
+    """Whether ``tz`` changes its UTC offset in ``[start, end]`` (sampled every 30 minutes;
+    no zone changes its offset twice within that)."""
+    offset = start.astimezone(tz).utcoffset()
+    t = start
+    while t < end:
+        t = min(t + _SAMPLE, end)
+        if t.astimezone(tz).utcoffset() != offset:
+            return True
+    return False
 
 
 def _bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -97,7 +111,11 @@ class Cron:
         if end <= start:
             return []
         tz = zone(self.zone)
-        margin = timedelta(0) if self.zone == "UTC" else _WALL_MARGIN
+        margin = (
+            _WALL_MARGIN
+            if _offset_changes(tz, start - _WALL_MARGIN, end + _WALL_MARGIN)
+            else timedelta(0)
+        )
         wall_lo = start.astimezone(tz).replace(tzinfo=None) - margin - timedelta(microseconds=1)
         wall_hi = end.astimezone(tz).replace(tzinfo=None) + margin
         found = {

@@ -113,7 +113,7 @@ def test_planning_twice_from_the_same_recovery_point_gives_the_same_decision(
     assert planner.plan(request) == planner.plan(request)
 
 
-@FAST
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timing=timings, last=instants, steps=st.lists(windows, min_size=2, max_size=5))
 def test_planning_step_by_step_plans_what_one_pass_plans(timing, last, steps):
     # On time all along (the worker never fell behind): nothing is missed either way.
