@@ -10,7 +10,11 @@ LEASE_SECONDS             30       how long a claim holds an occurrence before a
                                    replica may take it over
 CLAIM_BATCH_SIZE          50       how many due occurrences one claim takes at most
 SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
-POLL_SECONDS              1.0      the longest an idle worker sleeps between claims
+TIMEOUT_GRACE_SECONDS     10       how long a run past its timeout may take to stop
+                                   before it is cut off
+HEARTBEAT_SECONDS         5        how often a replica records that it is alive
+POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes earlier
+                                   for due work and for NOTIFY from other replicas
 ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
 PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
 ========================  =======  =====================================================
@@ -32,7 +36,9 @@ class JobsSettings:
     LEASE_SECONDS: float = 30
     CLAIM_BATCH_SIZE: int = 50
     SHUTDOWN_GRACE_SECONDS: float = 30
-    POLL_SECONDS: float = 1.0
+    TIMEOUT_GRACE_SECONDS: float = 10
+    HEARTBEAT_SECONDS: float = 5
+    POLL_SECONDS: float = 5.0
     ERROR_MESSAGE_MAX_CHARS: int = 1000
     PURGE_BATCH_SIZE: int = 1000
 
@@ -49,6 +55,7 @@ _POSITIVE = {
     "LEASE_SECONDS",
     "CLAIM_BATCH_SIZE",
     "POLL_SECONDS",
+    "HEARTBEAT_SECONDS",
     "ERROR_MESSAGE_MAX_CHARS",
     "PURGE_BATCH_SIZE",
 }
@@ -68,7 +75,7 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
-        if key == "SHUTDOWN_GRACE_SECONDS" and value < 0:
+        if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS"} and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
     return JobsSettings(**raw)
 

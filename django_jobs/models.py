@@ -370,3 +370,46 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} {self.target_type}:{self.target_id} by {self.actor}"
+
+
+class ReplicaState(models.TextChoices):
+    RUNNING = "running", "running"
+    DRAINING = "draining", "draining (stopping, releasing its work)"
+    STOPPED = "stopped", "stopped"
+
+
+class Replica(models.Model):
+    """A ``runworker`` process, as it last reported itself. Written by its own heartbeat."""
+
+    id = models.CharField(max_length=200, primary_key=True)
+    host = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    state = models.CharField(max_length=10, choices=ReplicaState.choices)
+    concurrency = models.PositiveIntegerField(default=1)
+    running = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["host", "heartbeat_at"], name="django_jobs_replica_host")]
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class Step(models.Model):
+    """A side effect of an occurrence that already happened (``run.once``): a duplicate
+    execution after a crash skips it."""
+
+    occurrence = models.ForeignKey(Occurrence, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    fencing_token = models.BigIntegerField()
+    done_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["occurrence", "name"], name="django_jobs_step_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.occurrence_id}"

@@ -663,3 +663,94 @@ def record_skip_summary(
 def lock_for_sync() -> None:
     """Serialise schedule syncs (every replica syncs at start) for the caller's transaction."""
     _rows("SELECT pg_advisory_xact_lock(hashtext('django_jobs.sync'))", {})
+
+
+# --- Steps of run.once(), replicas, wake-ups ----------------------------------------------
+
+STEP = "django_jobs_step"
+
+
+def step_done(occurrence: UUID, name: str) -> bool:
+    """Whether ``run.once(name)`` already happened for this occurrence (any attempt)."""
+    sql = f"SELECT EXISTS (SELECT 1 FROM {STEP} WHERE occurrence_id = %(o)s AND name = %(n)s)"
+    return bool(_rows(sql, {"o": occurrence, "n": name})[0][0])
+
+
+def record_step(lease: Lease, name: str, *, now: datetime) -> bool:
+    """Record that step ``name`` happened, only while ``lease`` is current. One statement.
+
+    Returns ``False`` when the token is stale (nothing recorded) or the step was recorded
+    already.
+    """
+    sql = f"""
+        INSERT INTO {STEP} (occurrence_id, name, fencing_token, done_at)
+        SELECT o.id, %(name)s, o.fencing_token, %(now)s FROM {OCC} o
+        WHERE o.id = %(id)s AND o.fencing_token = %(token)s
+          AND o.lease_owner = %(owner)s AND o.state = 'processing'
+        ON CONFLICT (occurrence_id, name) DO NOTHING
+        RETURNING id
+    """
+    params = {
+        "id": lease.occurrence_id,
+        "token": lease.token,
+        "owner": lease.owner,
+        "name": name,
+        "now": ensure_aware_utc(now, name="now"),
+    }
+    return bool(_rows(sql, params))
+
+
+def heartbeat(
+    replica_id: str,
+    *,
+    host: str,
+    pid: int,
+    started_at: datetime,
+    now: datetime,
+    state: str,
+    concurrency: int,
+    running: int,
+) -> None:
+    """Register or refresh this replica's row (one upsert)."""
+    sql = """
+        INSERT INTO django_jobs_replica
+            (id, host, pid, started_at, heartbeat_at, state, concurrency, running)
+        VALUES (%(id)s, %(host)s, %(pid)s, %(started)s, %(now)s, %(state)s, %(conc)s, %(running)s)
+        ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
+            state = EXCLUDED.state, running = EXCLUDED.running
+    """
+    _rows(
+        sql,
+        {
+            "id": replica_id,
+            "host": host,
+            "pid": pid,
+            "started": started_at,
+            "now": now,
+            "state": state,
+            "conc": concurrency,
+            "running": running,
+        },
+    )
+
+
+def next_wakeup(*, now: datetime) -> datetime | None:
+    """The earliest instant at which planning or claiming has work: a schedule's next due
+    instant or a claimable occurrence's ``due_at``. Two index lookups."""
+    sql = f"""
+        SELECT LEAST(
+            (SELECT min(next_due_at) FROM {SCH} WHERE enabled AND status = 'active'),
+            (SELECT min(due_at) FROM {OCC}
+             WHERE state IN ('scheduled', 'failed', 'processing'))
+        )
+    """
+    value = _rows(sql, {})[0][0]
+    return value.astimezone(UTC) if value is not None else None
+
+
+CHANNEL = "django_jobs"
+
+
+def notify(reason: str) -> None:
+    """Wake every listening replica (delivered when the caller's transaction commits)."""
+    _rows("SELECT pg_notify(%(channel)s, %(reason)s)", {"channel": CHANNEL, "reason": reason})

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from .clock import ensure_aware_utc
+from .clock import Clock, ensure_aware_utc
+
+if TYPE_CHECKING:
+    from .registry import Registry
+    from .worker.loop import PassSummary
 
 
 class FakeClock:
@@ -31,3 +36,21 @@ class FakeClock:
         with self._lock:
             self._now = self._now + delta
             return self._now
+
+
+def run_due(clock: Clock, *, jobs: Registry | None = None, replica_id: str = "test") -> PassSummary:
+    """Plan and run everything due at ``clock.now()``, inline, in the caller's transaction.
+
+    For a project's own tests: advance a ``FakeClock``, call ``run_due(clock)``, and assert on
+    what the handlers did. Uses the real store, fencing and policies.
+    """
+    from .registry import registry
+    from .worker.loop import Worker
+
+    worker = Worker(
+        replica_id=replica_id, clock=clock, jobs=jobs or registry, listen=False, inline=True
+    )
+    try:
+        return worker.run_pass()
+    finally:
+        worker.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -29,8 +30,17 @@ def jobs() -> Registry:
 
 
 @pytest.fixture
-def worker(jobs, clock) -> Worker:
-    return Worker(replica_id="replica-1", clock=clock, jobs=jobs, settings=get_settings())
+def worker(jobs, clock) -> Iterator[Worker]:
+    worker = Worker(
+        replica_id="replica-1",
+        clock=clock,
+        jobs=jobs,
+        settings=get_settings(),
+        listen=False,
+        inline=True,
+    )
+    yield worker
+    worker.close()
 
 
 @pytest.fixture
@@ -65,7 +75,8 @@ def test_due_occurrence_runs_with_its_identity_and_completes(jobs, worker, clock
         "acme",
         "schedule",
     )
-    assert run.deadline == T0 + schedule.timeout
+    # The deadline counts from the start of the attempt, not from the scheduled instant.
+    assert run.deadline == T0 + timedelta(seconds=1) + schedule.timeout
     assert Occurrence.objects.get().state == OccurrenceState.COMPLETED
 
 
@@ -177,9 +188,9 @@ def test_atomic_with_a_stale_token_rolls_back_the_write_and_raises_lease_lost(
     assert (occurrence.state, occurrence.lease_owner) == (OccurrenceState.PROCESSING, "replica-2")
 
 
-def test_a_stopping_worker_starts_nothing_more_and_releases_the_rest(jobs, worker, clock) -> None:
+def test_a_stopping_worker_claims_nothing_more(jobs, worker, clock) -> None:
     def first_then_stop(run: Run) -> None:
-        worker.stopping.set()
+        worker.request_stop()
 
     jobs.register("tests.stop", first_then_stop)
     schedule = ScheduleFactory.create(job="tests.stop")
@@ -188,12 +199,59 @@ def test_a_stopping_worker_starts_nothing_more_and_releases_the_rest(jobs, worke
 
     summary = worker.run_pass()
 
-    assert (summary.outcomes["completed"], summary.outcomes["released"]) == (1, 2)
+    # Concurrency 1: it claimed only what it could run, and after the stop nothing more.
+    assert (summary.claimed, summary.outcomes["completed"]) == (1, 1)
     states = sorted(Occurrence.objects.values_list("state", flat=True))
     assert states == ["completed", "scheduled", "scheduled"]
     assert len(claim("replica-2", clock.now())) == 2
 
 
+def test_run_once_skips_a_step_that_already_happened(jobs, worker, clock) -> None:
+    sent: list[int] = []
+
+    def mail(run: Run) -> None:
+        run.once("mail-sent", lambda: sent.append(run.attempt))
+        if run.attempt == 1:
+            raise RuntimeError("crashed after sending")
+
+    jobs.register("tests.mail", mail)
+    schedule = ScheduleFactory.create(job="tests.mail", backoff=timedelta(0))
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    # No backoff: the retry is due at once and runs in the same pass.
+    assert sorted(worker.run_pass().outcomes.elements()) == ["completed", "retry"]
+    assert sent == [1]  # the second attempt skipped the step the first one did
+
+
+def test_run_once_refuses_to_record_for_a_stale_token(jobs, worker, clock) -> None:
+    def zombie(run: Run) -> None:
+        clock.advance(LEASE + timedelta(seconds=1))
+        claim("replica-2", clock.now())
+        run.once("call-partner", lambda: None)
+
+    jobs.register("tests.zombie-step", zombie)
+    schedule = ScheduleFactory.create(job="tests.zombie-step")
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    assert list(worker.run_pass().outcomes.elements()) == ["lease_lost"]
+    assert not store.step_done(Occurrence.objects.get().pk, "call-partner")
+
+
+def test_testing_run_due_runs_inline_with_the_real_store(clock) -> None:
+    from django_jobs.testing import run_due
+
+    jobs = Registry()
+    ran: list[str] = []
+    jobs.register("tests.inline", lambda run: ran.append(run.trigger))
+    schedule = ScheduleFactory.create(job="tests.inline")
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    summary = run_due(clock, jobs=jobs)
+    assert (summary.claimed, ran) == (1, ["schedule"])
+    assert Occurrence.objects.get().state == OccurrenceState.COMPLETED
+
+
+@pytest.mark.django_db(transaction=True)  # runs execute on their own threads and connections
 def test_runworker_once_syncs_declared_schedules_runs_due_work_and_exits(capsys) -> None:
     ran: list[str] = []
     registry.register("tests.cli", lambda run: ran.append(run.occurrence_key))

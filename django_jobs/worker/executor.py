@@ -1,24 +1,37 @@
-"""Running one claimed occurrence and writing its outcome through the store."""
+"""Running one claimed occurrence in its own execution scope, and writing its outcome.
+
+The scope: the thread's database connection is checked before the handler runs and closed or
+reset after; the logging context is bound to the schedule, occurrence, attempt, tenant and
+fencing token and cleared after. Every outcome write is fenced by the run's token.
+"""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
 
 import structlog
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from .. import store
 from ..clock import Clock
 from ..conf import JobsSettings
-from ..exceptions import LeaseLost, PermanentFailure, UnknownJob
+from ..exceptions import Cancelled, LeaseLost, PermanentFailure, UnknownJob
 from ..models import AttemptOutcome, Schedule
 from ..registry import Registry
 from ..safe_error import SafeError
 from ..store import Lease
+from .outage import Backoff
 from .retry import backoff_delay
 from .run import Run
 
 log = structlog.get_logger("django_jobs.worker")
+
+# Errors that mean "the database cannot be reached", not "the job failed".
+STORE_OUTAGE = (OperationalError, InterfaceError)
 
 
 class Outcome(enum.StrEnum):
@@ -26,6 +39,32 @@ class Outcome(enum.StrEnum):
     RETRY = "retry"
     DEAD = "dead"
     LEASE_LOST = "lease_lost"
+    RELEASED = "released"
+    TIMED_OUT = "timed_out"
+    UNWRITTEN = "unwritten"  # the store stayed out until the lease expired
+
+
+class CancelReason(enum.StrEnum):
+    TIMEOUT = "timeout"
+    LEASE_LOST = "lease_lost"
+    SHUTDOWN = "shutdown"
+
+
+@dataclass
+class ActiveRun:
+    """A run in progress on this replica, shared by its thread, the lease keeper and the loop."""
+
+    lease: Lease
+    schedule: Schedule
+    deadline: datetime
+    cancel: threading.Event = field(default_factory=threading.Event)
+    reason: CancelReason | None = None
+    abandoned: bool = False  # cut off by the loop: the thread's late writes are skipped
+
+    def cancel_for(self, reason: CancelReason) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.cancel.set()
 
 
 @dataclass(frozen=True)
@@ -33,43 +72,82 @@ class Execution:
     clock: Clock
     settings: JobsSettings
     registry: Registry
+    stop_writing: threading.Event = field(default_factory=threading.Event)
 
 
-def execute(lease: Lease, schedule: Schedule, ctx: Execution) -> Outcome:
-    """Run the handler of ``lease``'s occurrence and record the outcome, fenced by its token.
-
-    A handler error becomes a retry at the schedule's backoff, or dead once the schedule's
-    ``max_attempts`` have failed; ``PermanentFailure`` and an unknown job are dead at once.
-    A lost lease records nothing: the replica that holds the occurrence now will.
-    """
-    bound = log.bind(
+def execute(active: ActiveRun, ctx: Execution) -> Outcome:
+    """Run ``active``'s handler in its own scope and record what happened."""
+    lease, schedule = active.lease, active.schedule
+    # Inline runs (tests) execute inside the caller's transaction: leave that connection be.
+    outer_transaction = connection.in_atomic_block
+    if not outer_transaction:
+        close_old_connections()
+    structlog.contextvars.bind_contextvars(
+        schedule=str(schedule),
         occurrence=str(lease.occurrence_id),
-        schedule=schedule.key,
-        tenant=lease.tenant,
         attempt=lease.attempt,
+        tenant=lease.tenant,
         token=lease.token,
     )
-    run = Run(lease, clock=ctx.clock, deadline=lease.scheduled_at + schedule.timeout)
+    try:
+        outcome = _run_handler(active, ctx)
+        log.debug("run.finished", outcome=outcome.value)
+        return outcome
+    finally:
+        structlog.contextvars.clear_contextvars()
+        if not outer_transaction:
+            if connection.in_atomic_block:  # a handler left a transaction open: drop it
+                connection.close()
+            else:
+                close_old_connections()
+
+
+def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
+    lease, schedule = active.lease, active.schedule
+    run = Run(lease, clock=ctx.clock, deadline=active.deadline, cancel=active.cancel)
     try:
         handler = ctx.registry.get(schedule.job)
     except UnknownJob as exc:  # a bad schedule is reported and left alone, never retried
-        return _dead(lease, exc, ctx, bound)
+        return _dead(active, exc, ctx)
     try:
         handler.func(run)
     except LeaseLost:
-        bound.warning("lease.lost")
+        log.warning("lease.lost")
         return Outcome.LEASE_LOST
     except PermanentFailure as exc:
-        return _dead(lease, exc, ctx, bound)
+        return _dead(active, exc, ctx)
     except Exception as exc:
-        if lease.failures + 1 >= schedule.max_attempts:
-            return _dead(lease, exc, ctx, bound)
-        return _retry(lease, schedule, exc, ctx, bound)
-    if run.completed or store.complete([lease], now=ctx.clock.now()).accepted:
-        bound.info("occurrence.completed")
+        return _failed(active, exc, ctx)
+    if run.completed:
+        log.info("occurrence.completed")
         return Outcome.COMPLETED
-    bound.warning("occurrence.fenced_out")
-    return Outcome.LEASE_LOST
+    if active.reason == CancelReason.LEASE_LOST or active.abandoned:
+        log.warning("lease.lost")
+        return Outcome.LEASE_LOST
+    return _write(active, ctx, _complete, Outcome.COMPLETED)
+
+
+def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
+    """A handler error, or its reaction to being cancelled."""
+    if active.abandoned or active.reason == CancelReason.LEASE_LOST:
+        log.warning("lease.lost", error_type=type(exc).__name__)
+        return Outcome.LEASE_LOST
+    if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
+        return _write(active, ctx, _release, Outcome.RELEASED)
+    timed_out = active.reason == CancelReason.TIMEOUT
+    return record_failure(
+        active, exc, ctx, outcome=AttemptOutcome.TIMED_OUT if timed_out else AttemptOutcome.FAILED
+    )
+
+
+def record_failure(
+    active: ActiveRun, exc: BaseException, ctx: Execution, *, outcome: AttemptOutcome
+) -> Outcome:
+    """A failed (or timed-out) attempt: retried after backoff, or dead once the schedule's
+    ``max_attempts`` have failed."""
+    if active.lease.failures + 1 >= active.schedule.max_attempts:
+        return _dead(active, exc, ctx, outcome=outcome)
+    return _retry(active, exc, ctx, outcome=outcome)
 
 
 def _safe(exc: BaseException, ctx: Execution) -> SafeError:
@@ -77,32 +155,86 @@ def _safe(exc: BaseException, ctx: Execution) -> SafeError:
 
 
 def _dead(
-    lease: Lease, exc: BaseException, ctx: Execution, bound: structlog.BoundLogger
+    active: ActiveRun,
+    exc: BaseException,
+    ctx: Execution,
+    *,
+    outcome: AttemptOutcome = AttemptOutcome.FAILED,
 ) -> Outcome:
     error = _safe(exc, ctx)
-    if store.dead_letter(lease, now=ctx.clock.now(), error=error, outcome=AttemptOutcome.FAILED):
-        bound.error("occurrence.dead", error_type=error.type, error=error.message)
-        return Outcome.DEAD
-    bound.warning("occurrence.fenced_out")
-    return Outcome.LEASE_LOST
+
+    def write(lease: Lease, now: datetime) -> bool:
+        return store.dead_letter(lease, now=now, error=error, outcome=outcome)
+
+    result = _write(active, ctx, write, Outcome.DEAD)
+    if result == Outcome.DEAD:
+        log.error("occurrence.dead", error_type=error.type, error=error.message, outcome=outcome)
+    return result
 
 
 def _retry(
-    lease: Lease,
-    schedule: Schedule,
-    exc: BaseException,
-    ctx: Execution,
-    bound: structlog.BoundLogger,
+    active: ActiveRun, exc: BaseException, ctx: Execution, *, outcome: AttemptOutcome
 ) -> Outcome:
+    """Record a failed attempt and when the next one may start (no lease is held meanwhile)."""
     error = _safe(exc, ctx)
-    now = ctx.clock.now()
-    retry_at = now + backoff_delay(
-        lease.failures + 1, base=schedule.backoff, cap=schedule.max_backoff
+    schedule = active.schedule
+    delay = backoff_delay(
+        active.lease.failures + 1, base=schedule.backoff, cap=schedule.max_backoff
     )
-    if store.fail(lease, now=now, error=error, retry_at=retry_at):
-        bound.warning(
-            "occurrence.failed", error_type=error.type, error=error.message, retry_at=retry_at
+
+    def write(lease: Lease, now: datetime) -> bool:
+        return store.fail(lease, now=now, error=error, retry_at=now + delay, outcome=outcome)
+
+    result = _write(active, ctx, write, Outcome.RETRY)
+    if result == Outcome.RETRY:
+        log.warning(
+            "occurrence.failed",
+            error_type=error.type,
+            error=error.message,
+            retry_in_s=round(delay.total_seconds(), 3),
+            outcome=outcome.value,
         )
-        return Outcome.RETRY
-    bound.warning("occurrence.fenced_out")
-    return Outcome.LEASE_LOST
+        store.notify("retry")
+    return Outcome.TIMED_OUT if outcome == AttemptOutcome.TIMED_OUT else result
+
+
+def _complete(lease: Lease, now: datetime) -> bool:
+    accepted = bool(store.complete([lease], now=now).accepted)
+    if accepted:
+        log.info("occurrence.completed")
+    return accepted
+
+
+def _release(lease: Lease, now: datetime) -> bool:
+    released = bool(store.release([lease], now=now).accepted)
+    if released:
+        store.notify("release")
+        log.info("occurrence.released")
+    return released
+
+
+def _write(
+    active: ActiveRun,
+    ctx: Execution,
+    write: Callable[[Lease, datetime], bool],
+    success: Outcome,
+) -> Outcome:
+    """Write an outcome, fenced; through a store outage, keep trying until the lease expires.
+
+    After that another replica may own the occurrence and will run it again: the job's
+    idempotency (the occurrence key) makes that safe.
+    """
+    backoff = Backoff(base=0.2, cap=5.0)
+    while True:
+        lease = active.lease  # the lease keeper may have renewed it
+        try:
+            if write(lease, ctx.clock.now()):
+                return success
+            log.warning("occurrence.fenced_out")
+            return Outcome.LEASE_LOST
+        except STORE_OUTAGE as exc:
+            close_old_connections()
+            if ctx.clock.now() >= active.lease.expires_at or ctx.stop_writing.is_set():
+                log.error("outcome.unwritten", outcome=success.value, error=str(exc)[:200])
+                return Outcome.UNWRITTEN
+            ctx.stop_writing.wait(backoff.next_delay())

@@ -1,29 +1,45 @@
-"""The worker loop: claim due occurrences, run them, write outcomes; survive store outages."""
+"""The worker loop: plan, claim, run, keep leases, survive outages, shut down gracefully."""
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import socket
 import threading
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from uuid import UUID
 
 import structlog
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
+from django.db import close_old_connections, connections
 
 from .. import store
 from ..clock import Clock, SystemClock
 from ..conf import JobsSettings, get_settings
-from ..models import Schedule
+from ..exceptions import Cancelled
+from ..models import AttemptOutcome, ReplicaState, Schedule
 from ..registry import Registry, registry
-from .executor import Execution, Outcome, execute
+from .executor import (
+    STORE_OUTAGE,
+    ActiveRun,
+    CancelReason,
+    Execution,
+    Outcome,
+    execute,
+    record_failure,
+)
+from .leases import LeaseKeeper
+from .outage import Backoff, OutageLog
 from .planning import plan_due
+from .wakeup import Wakeup, conninfo_from_django
 
 log = structlog.get_logger("django_jobs.worker")
 
-# Errors that mean "the database cannot be reached", not "the job failed".
-STORE_OUTAGE = (OperationalError, InterfaceError)
+EXIT_RESTART = 3  # a run ignored cancellation and was cut off: restart this process
 
 
 def default_replica_id() -> str:
@@ -42,7 +58,11 @@ class PassSummary:
 
 
 class Worker:
-    """One replica. Any number may run at once against the same database."""
+    """One replica. Any number may run at once against the same database.
+
+    ``serve()`` is the long-running loop of ``manage.py runworker``; ``run_pass()`` runs what is
+    due now and returns (``--once``, and tests).
+    """
 
     def __init__(
         self,
@@ -50,15 +70,58 @@ class Worker:
         replica_id: str | None = None,
         clock: Clock | None = None,
         tenant: str | None = None,
+        concurrency: int = 1,
         jobs: Registry = registry,
         settings: JobsSettings | None = None,
+        listen: bool = True,
+        inline: bool = False,
     ) -> None:
+        """``inline`` runs each occurrence in the calling thread, inside the caller's
+        transaction (for tests; see ``django_jobs.testing.run_due``). ``listen`` opens the
+        LISTEN connection that lets other replicas wake this one."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be 1 or more, got {concurrency}")
         self.replica_id = replica_id or default_replica_id()
         self.clock = clock or SystemClock()
         self.tenant = tenant
+        self.concurrency = concurrency
         self.settings = settings or get_settings()
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # stop claiming, drain, release, exit
+        self.forced = threading.Event()  # a second signal: exit fast
+        self.exit_code = 0
+        self.started_at = self.clock.now()
+        self.inline = inline
         self._execution = Execution(clock=self.clock, settings=self.settings, registry=jobs)
+        self._active: dict[UUID, ActiveRun] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
+        self._outcomes: Counter[str] = Counter()
+        self.wakeup = Wakeup(conninfo_from_django() if listen else None)
+        self.outage = OutageLog(self.clock)
+        self._backoff = Backoff()
+        self._next_heartbeat = self.started_at
+        self._keeper = LeaseKeeper(
+            owner=self.replica_id,
+            clock=self.clock,
+            lease_for=self.settings.lease,
+            active=self.active_runs,
+        )
+
+    # --- shared state ---------------------------------------------------------------
+
+    def active_runs(self) -> list[ActiveRun]:
+        with self._lock:
+            return list(self._active.values())
+
+    def request_stop(self) -> None:
+        """Stop claiming and drain (first call); exit fast (second call). Signal-safe."""
+        if self.stopping.is_set():
+            self.forced.set()
+            self._execution.stop_writing.set()
+        self.stopping.set()
+        self.wakeup.poke()
+
+    # --- clock ----------------------------------------------------------------------
 
     def sync_clock(self, samples: int = 3) -> None:
         """Align a SystemClock with the database's so all replicas share one timeline.
@@ -68,7 +131,7 @@ class Worker:
         """
         if not isinstance(self.clock, SystemClock):
             return
-        best = None
+        best: tuple[timedelta, timedelta] | None = None
         for _ in range(samples):
             before = self.clock.now() - self.clock.offset
             db_now = store.database_clock()
@@ -84,57 +147,219 @@ class Worker:
             error_bound_ms=round(round_trip.total_seconds() * 500, 2),
         )
 
-    def run_pass(self) -> PassSummary:
-        """Plan what has come due, claim one batch of due occurrences, and run them in order.
+    # --- one step -------------------------------------------------------------------
 
-        Once ``stopping`` is set no further occurrence of the batch starts: the rest are
-        released so another replica can take them at once.
+    def step(self) -> tuple[int, int]:
+        """Plan what has come due and start as many due occurrences as there are free slots.
+
+        Returns (claimed, asked): a full batch means more may be due at once.
         """
-        summary = PassSummary()
-        plan_due(now=self.clock.now())
+        now = self.clock.now()
+        planned = plan_due(now=now)
+        if planned.planned:
+            store.notify("plan")
+        free = self.concurrency - len(self._active)
+        if free <= 0 or self.stopping.is_set():
+            return 0, 0
+        asked = min(free, self.settings.CLAIM_BATCH_SIZE)
         leases = store.claim(
             owner=self.replica_id,
-            now=self.clock.now(),
+            now=now,
             lease_for=self.settings.lease,
-            limit=self.settings.CLAIM_BATCH_SIZE,
+            limit=asked,
             tenant=self.tenant,
         )
-        summary.claimed = len(leases)
-        if not leases:
-            return summary
-        schedules = Schedule.objects.in_bulk({lease.schedule_id for lease in leases})
-        for index, lease in enumerate(leases):
-            if self.stopping.is_set():
-                store.release(leases[index:], now=self.clock.now())
-                summary.outcomes["released"] += len(leases) - index
+        if leases:
+            schedules = Schedule.objects.in_bulk({lease.schedule_id for lease in leases})
+            for lease in leases:
+                self._start(lease, schedules[lease.schedule_id], now)
+        return len(leases), asked
+
+    def _start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
+        active = ActiveRun(lease=lease, schedule=schedule, deadline=now + schedule.timeout)
+        with self._lock:
+            self._active[lease.occurrence_id] = active
+        log.info(
+            "occurrence.claimed",
+            occurrence=str(lease.occurrence_id),
+            schedule=str(schedule),
+            token=lease.token,
+            attempt=lease.attempt,
+            trigger=lease.trigger,
+        )
+        if self.inline:
+            done: Future[Outcome] = Future()
+            done.set_result(execute(active, self._execution))
+            self._finished(active, done)
+            return
+        future = self._pool.submit(self._run_in_thread, active)
+        future.add_done_callback(functools.partial(self._finished, active))
+
+    def _run_in_thread(self, active: ActiveRun) -> Outcome:
+        try:
+            return execute(active, self._execution)
+        finally:
+            connections.close_all()
+
+    def _finished(self, active: ActiveRun, future: Future[Outcome]) -> None:
+        with self._lock:
+            if self._active.get(active.lease.occurrence_id) is active:
+                del self._active[active.lease.occurrence_id]
+        exc = future.exception()
+        if exc is not None:
+            log.error("run.crashed", occurrence=str(active.lease.occurrence_id), error=repr(exc))
+        elif not active.abandoned:
+            self._outcomes[future.result().value] += 1
+        self.wakeup.poke()
+
+    # --- run what is due now (--once) -----------------------------------------------
+
+    def _ensure_keeper(self) -> None:
+        if not self._keeper.is_alive() and not self._keeper.stopped.is_set():
+            self._keeper.start()
+
+    def close(self) -> None:
+        """Stop the lease keeper and the run threads (after ``run_pass``)."""
+        self._keeper.stopped.set()
+        if self._keeper.is_alive():
+            self._keeper.join(timeout=5)
+        self._pool.shutdown(wait=True)
+        self.wakeup.close()
+
+    def run_pass(self) -> PassSummary:
+        """Plan, claim and run what is due now, waiting for every run it started."""
+        self._ensure_keeper()
+        summary = PassSummary()
+        before = Counter(self._outcomes)
+        while True:
+            claimed, asked = self.step()
+            summary.claimed += claimed
+            while self._active:
+                self._enforce_timeouts()
+                self.wakeup.wait(0.5)  # a finished run pokes: this is only an upper bound
+            if claimed < asked or asked == 0 or self.stopping.is_set():
                 break
-            log.info("occurrence.claimed", occurrence=str(lease.occurrence_id), token=lease.token)
-            outcome = execute(lease, schedules[lease.schedule_id], self._execution)
-            summary.outcomes[outcome.value] += 1
+        summary.outcomes = self._outcomes - before
         return summary
 
-    def serve(self) -> None:
-        """Run passes until ``stopping`` is set, backing off while the store is out."""
-        outage_started = None
+    # --- the long-running loop ------------------------------------------------------
+
+    def serve(self) -> int:
+        """Run until stopped; return the process exit code (0, or 3 to be restarted)."""
+        self._ensure_keeper()
+        log.info("worker.started", replica=self.replica_id, concurrency=self.concurrency)
         while not self.stopping.is_set():
-            close_old_connections()
             try:
-                summary = self.run_pass()
+                self._heartbeat(ReplicaState.RUNNING)
+                self._enforce_timeouts()
+                claimed, asked = self.step()
+                sleep = 0.0 if claimed and claimed == asked else self._idle_seconds()
             except STORE_OUTAGE as exc:
-                if outage_started is None:
-                    outage_started = self.clock.now()
-                    log.error("store.unavailable", error=str(exc).strip()[:200])
-                self.stopping.wait(self.settings.POLL_SECONDS)
+                self.outage.failed(exc)
+                close_old_connections()
+                self.wakeup.close()
+                self.wakeup.wait(self._backoff.next_delay())
                 continue
-            except DatabaseError:
-                log.exception("worker.pass_failed")
-                self.stopping.wait(self.settings.POLL_SECONDS)
+            if self.outage.active:
+                self.outage.recovered()
+                self._backoff.reset()
+            if self.exit_code == EXIT_RESTART:
+                break
+            self.wakeup.wait(sleep)
+        return self._shutdown()
+
+    def _idle_seconds(self) -> float:
+        """Sleep until the earliest of: due work, a run's timeout, the next heartbeat."""
+        now = self.clock.now()
+        candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._next_heartbeat]
+        if len(self._active) < self.concurrency:
+            due = store.next_wakeup(now=now)
+            if due is not None:
+                candidates.append(due)
+        grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
+        for active in self.active_runs():
+            candidates.append(active.deadline + (grace if active.cancel.is_set() else timedelta(0)))
+        return max(0.0, (min(candidates) - now).total_seconds())
+
+    def _heartbeat(self, state: ReplicaState, *, force: bool = False) -> None:
+        now = self.clock.now()
+        if not force and now < self._next_heartbeat:
+            return
+        store.heartbeat(
+            self.replica_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=self.started_at,
+            now=now,
+            state=state.value,
+            concurrency=self.concurrency,
+            running=len(self._active),
+        )
+        self._next_heartbeat = now + timedelta(seconds=self.settings.HEARTBEAT_SECONDS)
+
+    def _enforce_timeouts(self) -> None:
+        """Cancel runs past their deadline; cut off those that ignore it past the grace."""
+        now = self.clock.now()
+        grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
+        for active in self.active_runs():
+            if active.abandoned:
                 continue
-            if outage_started is not None:
-                log.info("store.recovered", down_since=outage_started.isoformat())
-                outage_started = None
-            if summary.claimed == 0:
-                self.stopping.wait(self.settings.POLL_SECONDS)
+            if now >= active.deadline and not active.cancel.is_set():
+                log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
+                active.cancel_for(CancelReason.TIMEOUT)
+            elif active.reason == CancelReason.TIMEOUT and now >= active.deadline + grace:
+                self._cut_off(active)
+
+    def _cut_off(self, active: ActiveRun) -> None:
+        """Record a run that ignores cancellation as timed out and leave its thread behind.
+
+        A Python thread cannot be killed: the replica stops claiming and exits with code 3 so
+        its supervisor restarts it. Anything the abandoned thread writes later is refused by
+        fencing (the occurrence is no longer processing under its token).
+        """
+        with self._lock:
+            self._active.pop(active.lease.occurrence_id, None)
+        log.error("run.cut_off", occurrence=str(active.lease.occurrence_id))
+        timeout = Cancelled(f"ran past its timeout of {active.schedule.timeout} and its grace")
+        record_failure(active, timeout, self._execution, outcome=AttemptOutcome.TIMED_OUT)
+        active.abandoned = True
+        self._outcomes[Outcome.TIMED_OUT.value] += 1
+        self.exit_code = EXIT_RESTART
+        self.stopping.set()
+
+    def _shutdown(self) -> int:
+        """Stop claiming; give running occurrences the grace period; then cancel them and
+        release their leases so another replica can take them at once."""
+        log.info("worker.draining", running=len(self._active))
+        self._try(lambda: self._heartbeat(ReplicaState.DRAINING, force=True))
+        until = self.clock.now() + self.settings.shutdown_grace
+        while self._active and not self.forced.is_set() and self.clock.now() < until:
+            self.wakeup.wait(min(1.0, (until - self.clock.now()).total_seconds()))
+        for active in self.active_runs():
+            active.cancel_for(CancelReason.SHUTDOWN)
+        settle = self.clock.now() + timedelta(seconds=0 if self.forced.is_set() else 2)
+        while self._active and self.clock.now() < settle:
+            self.wakeup.wait(0.1)
+        leftovers = self.active_runs()
+        for active in leftovers:
+            active.abandoned = True
+        if leftovers:
+            self._try(lambda: store.release([a.lease for a in leftovers], now=self.clock.now()))
+            self._try(lambda: store.notify("release"))
+            log.info("worker.released", count=len(leftovers))
+        self._keeper.stopped.set()
+        self._try(lambda: self._heartbeat(ReplicaState.STOPPED, force=True))
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.wakeup.close()
+        connections.close_all()
+        log.info("worker.stopped", exit_code=self.exit_code)
+        return self.exit_code
+
+    def _try(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except STORE_OUTAGE as exc:
+            log.error("store.unavailable", during="shutdown", error=str(exc)[:200])
 
 
-__all__ = ["Outcome", "PassSummary", "Worker", "default_replica_id"]
+__all__ = ["EXIT_RESTART", "Outcome", "PassSummary", "Worker", "default_replica_id"]

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import transaction
 
@@ -15,6 +15,8 @@ from ..exceptions import Cancelled, JobsError, LeaseLost
 
 if TYPE_CHECKING:
     from ..store import Lease
+
+T = TypeVar("T")
 
 
 class Run:
@@ -100,3 +102,27 @@ class Run:
             yield
             store.complete([self._lease], now=self._clock.now())
         self._completed = True
+
+    def once(self, step: str, action: Callable[[], T]) -> T | None:
+        """Run ``action`` unless step ``step`` of this occurrence already happened.
+
+        For effects outside the database (an e-mail, a call to a partner): a duplicate
+        execution of the occurrence (after a crash, a lost lease, a replay) skips steps that
+        already happened. The step is recorded after ``action`` returns, fenced by this run's
+        token; a crash between the two repeats the step once, so ``action`` should still pass
+        ``occurrence_key`` on as its idempotency key. Returns ``action``'s result, or ``None``
+        when the step was skipped.
+        """
+        from .. import store
+
+        if store.step_done(self._lease.occurrence_id, step):
+            return None
+        self.raise_if_cancelled()
+        result = action()
+        recorded = store.record_step(self._lease, step, now=self._clock.now())
+        if not recorded and not store.step_done(self._lease.occurrence_id, step):
+            raise LeaseLost(
+                f"occurrence {self.occurrence_key} is no longer held with token "
+                f"{self.fencing_token}: step {step!r} was not recorded"
+            )
+        return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 from types import FrameType
 from typing import Any
 
@@ -14,34 +15,52 @@ from ...worker.loop import Worker
 
 
 class Command(BaseCommand):
-    help = "Run due scheduled-job occurrences. Start as many replicas as you like."
+    help = (
+        "Run due scheduled-job occurrences. Start as many replicas as you like. SIGTERM or "
+        "SIGINT drains (stop claiming, wait SHUTDOWN_GRACE_SECONDS, release the rest) and "
+        "exits 0; a second signal exits at once. Exit code 3 asks the supervisor for a "
+        "restart (a run ignored its timeout and had to be cut off)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
+        parser.add_argument(
+            "--concurrency", type=int, default=1, help="How many occurrences run at once."
+        )
         parser.add_argument(
             "--replica-id", default=None, help="This replica's name (default: host:pid:random)."
         )
         parser.add_argument("--tenant", default=None, help="Only run occurrences of this tenant.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        worker = Worker(replica_id=options["replica_id"], tenant=options["tenant"])
+        worker = Worker(
+            replica_id=options["replica_id"],
+            tenant=options["tenant"],
+            concurrency=options["concurrency"],
+        )
         worker.sync_clock()
         report = sync_schedules(declared.all(), now=worker.clock.now())
         self.stdout.write(f"django_jobs worker {worker.replica_id} started")
         self.stdout.write(f"schedules synced: {report}")
+        self.stdout.flush()
         if options["once"]:
             total = 0
-            while (summary := worker.run_pass()).claimed:
-                self.stdout.write(f"pass: {summary}")
-                total += summary.claimed
+            try:
+                while (summary := worker.run_pass()).claimed:
+                    self.stdout.write(f"pass: {summary}")
+                    total += summary.claimed
+            finally:
+                worker.close()
             self.stdout.write(f"nothing more is due; ran {total} occurrence(s); exiting")
             return
 
         def stop(signum: int, frame: FrameType | None) -> None:
-            self.stdout.write(f"received {signal.Signals(signum).name}: stopping")
-            worker.stopping.set()
+            worker.request_stop()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        worker.serve()
-        self.stdout.write(f"django_jobs worker {worker.replica_id} stopped")
+        code = worker.serve()
+        self.stdout.write(f"django_jobs worker {worker.replica_id} stopped (exit {code})")
+        self.stdout.flush()
+        if code:
+            sys.exit(code)

@@ -1,0 +1,83 @@
+"""Sleeping until there is work: a deadline, a NOTIFY from another replica, or a local poke.
+
+A dedicated autocommit connection LISTENs on the ``django_jobs`` channel; the store notifies it
+when work is planned, released or retried. A self-pipe lets signal handlers and finished runs
+wake the loop at once. When the listening connection is lost (a store outage) the loop falls
+back to sleeping until its deadline and reconnects on the next wait.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+from typing import Any
+
+import psycopg
+import structlog
+
+from ..store import CHANNEL
+
+log = structlog.get_logger("django_jobs.worker")
+
+
+class Wakeup:
+    def __init__(self, conninfo: dict[str, Any] | None) -> None:
+        self._conninfo = conninfo
+        self._conn: psycopg.Connection[Any] | None = None
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._read, False)
+        os.set_blocking(self._write, False)
+
+    def poke(self) -> None:
+        """Wake the waiting loop now. Safe from signal handlers and other threads."""
+        with contextlib.suppress(BlockingIOError):
+            os.write(self._write, b"!")
+
+    def _listen(self) -> psycopg.Connection[Any] | None:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        if self._conninfo is None:
+            return None
+        try:
+            self._conn = psycopg.connect(**self._conninfo, autocommit=True, connect_timeout=5)
+            self._conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error:
+            self._conn = None  # an outage: sleep until the deadline instead
+        return self._conn
+
+    def wait(self, timeout: float) -> str:
+        """Sleep up to ``timeout`` seconds; return why it woke: notify, poke or timeout."""
+        conn = self._listen()
+        watched = [self._read] + ([conn.fileno()] if conn is not None else [])
+        ready, _, _ = select.select(watched, [], [], max(0.0, timeout))
+        if self._read in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._read, 512):
+                    pass
+            return "poke"
+        if conn is not None and conn.fileno() in ready:
+            try:
+                list(conn.notifies(timeout=0.0))
+            except psycopg.Error:
+                self.close()
+            return "notify"
+        return "timeout"
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+        self._conn = None
+
+
+def conninfo_from_django() -> dict[str, Any]:
+    """Connection parameters of Django's default database, for the listening connection."""
+    from django.db import connection
+
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    params.pop("prepare_threshold", None)
+    params.pop("server_side_binding", None)
+    return params
