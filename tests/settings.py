@@ -33,6 +33,8 @@ INSTALLED_APPS = [
     "django_jobs",
     # The example project's app: its jobs.py and schedules.py are discovered in tests too.
     "example_project.billing",
+    # Handlers and an effects table for the tests that start real runworker processes.
+    "tests.workerapp",
 ]
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

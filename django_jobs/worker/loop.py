@@ -89,6 +89,10 @@ class Worker:
         self.stopping = threading.Event()  # stop claiming, drain, release, exit
         self.forced = threading.Event()  # a second signal: exit fast
         self.exit_code = 0
+        # Run threads that never returned (cut off, or still running at exit): the process
+        # must end without waiting for them (``manage.py runworker`` uses ``os._exit``).
+        self.stuck_threads = 0
+        self._cut_off_count = 0
         self.started_at = self.clock.now()
         self.inline = inline
         self._execution = Execution(clock=self.clock, settings=self.settings, registry=jobs)
@@ -98,7 +102,8 @@ class Worker:
         self._outcomes: Counter[str] = Counter()
         self.wakeup = Wakeup(conninfo_from_django() if listen else None)
         self.outage = OutageLog(self.clock)
-        self._backoff = Backoff()
+        # Retry a lost store every 0.5 s, 1 s, 2 s ... at most 5 s apart: back within seconds.
+        self._backoff = Backoff(base=0.5, cap=5.0)
         self._next_heartbeat = self.started_at
         self._keeper = LeaseKeeper(
             owner=self.replica_id,
@@ -323,6 +328,7 @@ class Worker:
         timeout = Cancelled(f"ran past its timeout of {active.schedule.timeout} and its grace")
         record_failure(active, timeout, self._execution, outcome=AttemptOutcome.TIMED_OUT)
         active.abandoned = True
+        self._cut_off_count += 1
         self._outcomes[Outcome.TIMED_OUT.value] += 1
         self.exit_code = EXIT_RESTART
         self.stopping.set()
@@ -343,6 +349,7 @@ class Worker:
         leftovers = self.active_runs()
         for active in leftovers:
             active.abandoned = True
+        self.stuck_threads = len(leftovers) + self._cut_off_count
         if leftovers:
             self._try(lambda: store.release([a.lease for a in leftovers], now=self.clock.now()))
             self._try(lambda: store.notify("release"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 from types import FrameType
@@ -62,5 +64,11 @@ class Command(BaseCommand):
         code = worker.serve()
         self.stdout.write(f"django_jobs worker {worker.replica_id} stopped (exit {code})")
         self.stdout.flush()
+        if worker.stuck_threads:
+            # A run thread that ignores cancellation would keep the interpreter alive at exit:
+            # its lease is released or its attempt recorded, so end the process now.
+            logging.shutdown()
+            sys.stderr.flush()
+            os._exit(code)
         if code:
             sys.exit(code)

@@ -1,0 +1,103 @@
+"""Starting real ``manage.py runworker`` processes against the test database."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from django.db import connection
+
+from .concurrency import wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url(settings: dict[str, Any] | None = None) -> str:
+    """A URL for the database the tests use right now (the test database)."""
+    s = settings or connection.settings_dict
+    user = quote(s.get("USER") or "postgres")
+    password = f":{quote(s['PASSWORD'])}" if s.get("PASSWORD") else ""
+    host, port, name = s.get("HOST") or "", s.get("PORT") or "", s["NAME"]
+    if host.startswith("/"):  # a Unix socket folder (the embedded server)
+        return f"postgresql://{user}{password}@/{name}?host={quote(host)}" + (
+            f"&port={port}" if port else ""
+        )
+    return f"postgresql://{user}{password}@{host or 'localhost'}:{port or 5432}/{name}"
+
+
+class Replica:
+    """One runworker process, its log in a file of its own."""
+
+    def __init__(
+        self,
+        name: str,
+        workdir: Path,
+        *,
+        url: str | None = None,
+        concurrency: int = 1,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.log_path = workdir / f"{name}.log"
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+            "DATABASE_URL": url or database_url(),
+            "JOBS_TEST_SIGNALS": str(workdir),
+            "JOBS_TEST_REPLICA": name,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self._log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "runworker",
+             "--replica-id", name, "--concurrency", str(concurrency)],
+            cwd=ROOT,
+            env=environment,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def events(self) -> list[dict[str, Any]]:
+        found = []
+        for line in self.log_path.read_text().splitlines():
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+        return found
+
+    def logged(self, event: str) -> int:
+        return sum(1 for e in self.events() if e.get("event") == event)
+
+    def signal(self, signum: int) -> None:
+        self.process.send_signal(signum)
+
+    def wait_exit(self, timeout: float = 60) -> int:
+        return self.process.wait(timeout=timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.alive:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        self._log.close()
+
+    def wait_logged(self, event: str, *, count: int = 1, timeout: float = 60) -> None:
+        wait_until(lambda: self.logged(event) >= count, timeout=timeout,
+                   what=f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}")

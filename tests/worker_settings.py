@@ -1,0 +1,46 @@
+"""Settings of the ``runworker`` processes that the process tests start.
+
+The database comes from DATABASE_URL (the test database); lease and grace periods are short so
+that faults play out in seconds. Logs are JSON lines on stderr, for the tests to read.
+"""
+
+from __future__ import annotations
+
+import os
+
+import structlog
+
+from .settings import *  # noqa: F403
+from .settings import INSTALLED_APPS
+
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "example_project.billing"]
+
+DJANGO_JOBS = {
+    "LEASE_SECONDS": float(os.environ.get("JOBS_LEASE_SECONDS", "2")),
+    "SHUTDOWN_GRACE_SECONDS": float(os.environ.get("JOBS_SHUTDOWN_GRACE_SECONDS", "5")),
+    "TIMEOUT_GRACE_SECONDS": float(os.environ.get("JOBS_TIMEOUT_GRACE_SECONDS", "1")),
+    "HEARTBEAT_SECONDS": 1,
+    "POLL_SECONDS": 1,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "json": {
+            "()": structlog.stdlib.ProcessorFormatter,
+            "processor": structlog.processors.JSONRenderer(),
+        }
+    },
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "loggers": {"django_jobs": {"handlers": ["stderr"], "level": "INFO"}},
+}
+structlog.configure(
+    processors=[
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+)
