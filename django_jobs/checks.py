@@ -3,13 +3,15 @@ what to do."""
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
-from . import conf
+from . import conf, source_rules
 from .clock import SystemClock
 from .declarations import Declaration, declared
 from .exceptions import ConfigurationError
@@ -209,4 +211,61 @@ def check_schedule_records(
     for row in rows:
         has_limit = hasattr(row, "limit")
         found += _record_problems(_view_of_row(row), has_limit=has_limit, today=today)
+    return found
+
+
+def _handler_findings(func: Any) -> list[str] | None:
+    """What a handler's own source does that the specification forbids; None if unreadable."""
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError):
+        return None
+    rules = (source_rules.storage_writes, source_rules.http_calls, source_rules.local_time_reads)
+    return [str(f) for rule in rules for f in rule(source)]
+
+
+@register()
+def check_job_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W020: a handler writes storage, calls HTTP or reads local time itself.
+    I021: it does, under a recorded departure. W022: that departure's review date passed."""
+    today = SystemClock().now().date()
+    found: list[CheckMessage] = []
+    for handler in registry.all():
+        findings = _handler_findings(handler.func)
+        if not findings:
+            continue
+        where = f"Job {handler.name!r} ({handler.module})"
+        detail = "; ".join(findings)
+        departure = handler.departure
+        if departure is None:
+            found.append(
+                Warning(
+                    f"{where} does itself what a job must leave to an application command: "
+                    f"{detail}.",
+                    hint="Move the writes, HTTP calls and clock reads into the command the handler "
+                    "dispatches, or record a departure: @job(..., departure=Departure(reason=, "
+                    "review_by=)).",
+                    obj=handler.func,
+                    id="django_jobs.W020",
+                )
+            )
+        elif departure.review_by < today:
+            found.append(
+                Warning(
+                    f"{where}: the departure recorded for it was due for review on "
+                    f"{departure.review_by} ({departure.reason}).",
+                    hint="Review it: remove the departure or set a new review_by.",
+                    obj=handler.func,
+                    id="django_jobs.W022",
+                )
+            )
+        else:
+            found.append(
+                Info(
+                    f"{where} departs from the job rules ({detail}) under a recorded departure "
+                    f"until {departure.review_by}: {departure.reason}",
+                    obj=handler.func,
+                    id="django_jobs.I021",
+                )
+            )
     return found

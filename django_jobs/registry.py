@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -20,9 +21,27 @@ H = TypeVar("H", bound=Handler)
 
 
 @dataclass(frozen=True)
+class Departure:
+    """A recorded departure from the specification's rules for job handlers (its Exception
+    record): why this handler writes storage, calls HTTP or reads local time itself, and when
+    the decision is reviewed. The system check reports it instead of warning, until
+    ``review_by`` passes."""
+
+    reason: str
+    review_by: dt.date
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason.strip():
+            raise ConfigurationError("Departure.reason: say why the handler departs")
+        if not isinstance(self.review_by, dt.date):
+            raise ConfigurationError("Departure.review_by: a date on which it is reviewed")
+
+
+@dataclass(frozen=True)
 class JobHandler:
     name: str
     func: Handler
+    departure: Departure | None = None
 
     @property
     def module(self) -> str:
@@ -35,7 +54,9 @@ class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, JobHandler] = {}
 
-    def register(self, name: str, func: Handler) -> JobHandler:
+    def register(
+        self, name: str, func: Handler, *, departure: Departure | None = None
+    ) -> JobHandler:
         if not name or name != name.strip():
             raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
         existing = self._handlers.get(name)
@@ -44,7 +65,7 @@ class Registry:
                 f"job {name!r} is registered twice: in {existing.module} and in "
                 f"{getattr(func, '__module__', '?')}; give one of them another name"
             )
-        handler = JobHandler(name=name, func=func)
+        handler = JobHandler(name=name, func=func, departure=departure)
         self._handlers[name] = handler
         return handler
 
@@ -63,15 +84,21 @@ class Registry:
     def names(self) -> list[str]:
         return sorted(self._handlers)
 
+    def all(self) -> list[JobHandler]:
+        return [self._handlers[name] for name in self.names()]
+
 
 registry = Registry()
 
 
-def job(name: str) -> Callable[[H], H]:
-    """Register the decorated function as the handler of the job called ``name``."""
+def job(name: str, *, departure: Departure | None = None) -> Callable[[H], H]:
+    """Register the decorated function as the handler of the job called ``name``.
+
+    A handler dispatches an application command; ``departure`` records why one does not.
+    """
 
     def decorate(func: H) -> H:
-        registry.register(name, func)
+        registry.register(name, func, departure=departure)
         return func
 
     return decorate

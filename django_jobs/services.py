@@ -18,7 +18,7 @@ from django.db import transaction
 from . import store
 from .clock import ensure_aware_utc
 from .declarations import Declaration
-from .models import AuditRecord, Limit, Origin, Schedule, ScheduleStatus
+from .models import AuditRecord, Limit, Origin, Replica, ReplicaState, Schedule, ScheduleStatus
 from .scheduling.timings import After
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
@@ -189,3 +189,46 @@ def upsert_schedule(
             declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME
         )
     return schedule
+
+
+@dataclass
+class HealthReport:
+    host: str
+    replicas: list[Replica]
+    stale: list[str]
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.replicas) and not self.stale
+
+    @property
+    def problem(self) -> str:
+        if not self.replicas:
+            return f"no runworker replica is running on {self.host}"
+        return f"replica(s) without a recent heartbeat on {self.host}: {', '.join(self.stale)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "healthy": self.healthy,
+            "replicas": [
+                {
+                    "id": r.id,
+                    "pid": r.pid,
+                    "state": r.state,
+                    "heartbeat_at": r.heartbeat_at.isoformat(),
+                    "running": r.running,
+                    "stale": r.id in self.stale,
+                }
+                for r in self.replicas
+            ],
+        }
+
+
+def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthReport:
+    """The replicas on ``host`` that have not stopped, and which of them stopped heartbeating."""
+    replicas = list(
+        Replica.objects.filter(host=host).exclude(state=ReplicaState.STOPPED).order_by("id")
+    )
+    stale = [r.id for r in replicas if now - r.heartbeat_at > max_age]
+    return HealthReport(host=host, replicas=replicas, stale=stale)

@@ -56,8 +56,17 @@ class Replica:
         }
         self._log = self.log_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "runworker",
-             "--replica-id", name, "--concurrency", str(concurrency)],
+            [
+                sys.executable,
+                "-W",
+                "ignore",
+                str(ROOT / "manage.py"),
+                "runworker",
+                "--replica-id",
+                name,
+                "--concurrency",
+                str(concurrency),
+            ],
             cwd=ROOT,
             env=environment,
             stdout=self._log,
@@ -99,5 +108,8 @@ class Replica:
         self._log.close()
 
     def wait_logged(self, event: str, *, count: int = 1, timeout: float = 60) -> None:
-        wait_until(lambda: self.logged(event) >= count, timeout=timeout,
-                   what=f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}")
+        wait_until(
+            lambda: self.logged(event) >= count,
+            timeout=timeout,
+            what=f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}",
+        )

@@ -6,6 +6,7 @@ nothing else. A per-second schedule with ``misfire=skip`` and ``max_delay=3s`` r
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -44,7 +45,13 @@ class Cluster:
 
     def start(self) -> None:
         self._pg_ctl(
-            "-w", "-o", '-h ""', "-o", f"-k {self.socket_dir}", "-l", str(self.pgdata / "log"),
+            "-w",
+            "-o",
+            '-h ""',
+            "-o",
+            f"-k {self.socket_dir}",
+            "-l",
+            str(self.pgdata / "log"),
             "start",
         )
 
@@ -68,44 +75,64 @@ def completed_after(cluster: Cluster, instant: datetime) -> int:
 @pytest.fixture
 def cluster() -> Cluster:
     cluster = Cluster()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.worker_settings", "DATABASE_URL": cluster.url}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "DATABASE_URL": cluster.url,
+    }
     subprocess.run(
         [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "migrate", "-v0"],
-        cwd=ROOT, env=env, check=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=300,
     )
     return cluster
 
 
 def test_worker_survives_a_30_second_outage_and_applies_misfire_after(cluster, tmp_path: Path):
     replica = Replica(
-        "survivor", tmp_path, url=cluster.url,
+        "survivor",
+        tmp_path,
+        url=cluster.url,
         env={"JOBS_TEST_DECLARE": "tick", "JOBS_LEASE_SECONDS": "5"},
     )
     try:
-        wait_until(lambda: completed_after(cluster, datetime(2000, 1, 1, tzinfo=UTC)) >= 3,
-                   timeout=60, what="ticks before the outage")
+        wait_until(
+            lambda: completed_after(cluster, datetime(2000, 1, 1, tzinfo=UTC)) >= 3,
+            timeout=60,
+            what="ticks before the outage",
+        )
 
         cluster.stop()
         stopped_at = datetime.now(UTC)
         outage_ends = time.monotonic() + OUTAGE_SECONDS
         replica.wait_logged("store.unavailable", timeout=20)
         # The outage itself lasts a fixed time: wait for it to pass, checking the worker lives.
-        wait_until(lambda: time.monotonic() >= outage_ends and replica.alive,
-                   timeout=OUTAGE_SECONDS + 10, what="the outage to last its 30 seconds")
+        wait_until(
+            lambda: time.monotonic() >= outage_ends and replica.alive,
+            timeout=OUTAGE_SECONDS + 10,
+            what="the outage to last its 30 seconds",
+        )
         assert replica.alive, "the worker died during the outage"
         cluster.start()
         restarted_at = datetime.now(UTC)
 
         replica.wait_logged("store.recovered", timeout=60)
-        wait_until(lambda: completed_after(cluster, restarted_at + timedelta(seconds=2)) >= 3,
-                   timeout=60, what="ticks after the outage")
+        wait_until(
+            lambda: completed_after(cluster, restarted_at + timedelta(seconds=2)) >= 3,
+            timeout=60,
+            what="ticks after the outage",
+        )
         assert replica.alive
 
         rows = ticks(cluster)
         instants = [at for at, _, _ in rows]
         # None lost: every second from the first tick to the last has its occurrence.
-        assert all(b - a == timedelta(seconds=1) for a, b in zip(instants, instants[1:], strict=False))
-        during = [(s, r) for at, s, r in rows if stopped_at + timedelta(seconds=4) < at < restarted_at]
+        assert all(b - a == timedelta(seconds=1) for a, b in itertools.pairwise(instants))
+        during = [
+            (s, r) for at, s, r in rows if stopped_at + timedelta(seconds=4) < at < restarted_at
+        ]
         assert len(during) >= OUTAGE_SECONDS - 8
         assert set(during) == {("skipped", "misfire")}, "missed ticks follow misfire=skip"
         states = {s for at, s, _ in rows if at < datetime.now(UTC) - timedelta(seconds=10)}

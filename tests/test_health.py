@@ -1,0 +1,58 @@
+"""``manage.py jobs health``: a liveness probe for the replicas on this host."""
+
+from __future__ import annotations
+
+import json
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_jobs import store
+
+pytestmark = pytest.mark.django_db
+
+
+def beat(replica_id: str, *, age: timedelta, state: str = "running", host: str | None = None):
+    now = datetime.now(UTC)
+    store.heartbeat(
+        replica_id,
+        host=host or socket.gethostname(),
+        pid=1234,
+        started_at=now - age,
+        now=now - age,
+        state=state,
+        concurrency=2,
+        running=1,
+    )
+
+
+def test_healthy_when_every_replica_on_this_host_heartbeated_recently(capsys) -> None:
+    beat("r1", age=timedelta(seconds=1))
+    beat("elsewhere", age=timedelta(hours=1), host="another-host")
+    call_command("jobs", "health")
+    assert (
+        capsys.readouterr().out.strip().endswith(f"healthy: 1 replica(s) on {socket.gethostname()}")
+    )
+
+
+def test_unhealthy_when_a_replica_stopped_heartbeating() -> None:
+    beat("r1", age=timedelta(seconds=1))
+    beat("r2", age=timedelta(minutes=5))
+    with pytest.raises(CommandError, match=r"without a recent heartbeat on .*: r2"):
+        call_command("jobs", "health")
+
+
+def test_unhealthy_when_no_replica_runs_here() -> None:
+    beat("r1", age=timedelta(minutes=5), state="stopped")
+    with pytest.raises(CommandError, match="no runworker replica is running on"):
+        call_command("jobs", "health")
+
+
+def test_max_age_and_json(capsys) -> None:
+    beat("r1", age=timedelta(seconds=40))
+    call_command("jobs", "health", "--max-age", "60", "--json")
+    report = json.loads(capsys.readouterr().out.split("\nhealthy")[0])
+    assert report["healthy"] is True
+    assert [(r["id"], r["stale"], r["running"]) for r in report["replicas"]] == [("r1", False, 1)]
