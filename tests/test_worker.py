@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import structlog
 from django.core.management import call_command
 from django.db import connection
+from structlog.testing import capture_logs
 
 from django_jobs import LeaseLost, PermanentFailure, store
 from django_jobs.conf import get_settings
@@ -277,3 +279,55 @@ def test_store_hold_refuses_a_stale_lease(clock) -> None:
     (stale,) = claim("a", T0)
     claim("b", T0 + LEASE + timedelta(seconds=1))
     assert store.hold(stale) is False
+
+
+def test_each_run_has_its_own_logging_scope_cleared_after(jobs, worker, clock) -> None:
+    seen: dict = {}
+    jobs.register("tests.scope", lambda run: seen.update(structlog.contextvars.get_contextvars()))
+    schedule = ScheduleFactory.create(job="tests.scope", tenant="acme")
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    with capture_logs() as logs:
+        worker.run_pass()
+    occurrence = Occurrence.objects.get()
+    assert seen == {
+        "schedule": str(schedule),
+        "occurrence": str(occurrence.pk),
+        "attempt": 1,
+        "tenant": "acme",
+        "token": 1,
+    }
+    assert structlog.contextvars.get_contextvars() == {}
+    (completed,) = [e for e in logs if e["event"] == "occurrence.completed"]
+    assert completed["log_level"] == "info"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_handler_that_leaves_a_transaction_open_does_not_poison_the_next_run(clock) -> None:
+    from django.db import transaction
+
+    jobs = Registry()
+    opened: list[bool] = []
+
+    def leaky(run: Run) -> None:
+        transaction.atomic().__enter__()  # never exited: the connection is left in a transaction
+        opened.append(connection.in_atomic_block)
+
+    jobs.register("tests.leaky", leaky)
+    jobs.register("tests.next", lambda run: opened.append(connection.in_atomic_block))
+    leaky_schedule = ScheduleFactory.create(job="tests.leaky")
+    next_schedule = ScheduleFactory.create(job="tests.next")
+    plan(leaky_schedule, T0, now=T0)
+    plan(next_schedule, T0 + timedelta(seconds=1), now=T0)
+    clock.set(T0 + timedelta(seconds=1))
+    worker = Worker(replica_id="scoped", clock=clock, jobs=jobs, listen=False)
+    try:
+        summary = worker.run_pass()
+    finally:
+        worker.close()
+    # The leaked transaction was rolled back with its connection; the next run started clean.
+    assert opened == [True, False]
+    assert sorted(summary.outcomes.elements()) == ["completed", "retry"]
+    leaky_occurrence = Occurrence.objects.get(schedule=leaky_schedule)
+    assert leaky_occurrence.state == OccurrenceState.FAILED
+    assert "returned with a database transaction still open" in leaky_occurrence.last_error_message

@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
-from django.db import InterfaceError, OperationalError, close_old_connections, connection
+from django.db import (
+    DEFAULT_DB_ALIAS,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+    connections,
+)
 
 from .. import store
 from ..clock import Clock
 from ..conf import JobsSettings
-from ..exceptions import Cancelled, LeaseLost, PermanentFailure, UnknownJob
+from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
 from ..models import AttemptOutcome, Schedule
 from ..registry import Registry
 from ..safe_error import SafeError
@@ -96,27 +103,42 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
     finally:
         structlog.contextvars.clear_contextvars()
         if not outer_transaction:
-            if connection.in_atomic_block:  # a handler left a transaction open: drop it
-                connection.close()
-            else:
-                close_old_connections()
+            close_old_connections()
+
+
+def _drop_leaked_transaction() -> bool:
+    """If the handler returned inside a transaction it opened, roll it back and give this
+    thread a fresh connection, so the outcome write does not join (and die with) it."""
+    if not connection.in_atomic_block:
+        return False
+    connection.close()  # the server rolls the open transaction back
+    del connections[DEFAULT_DB_ALIAS]  # the wrapper's atomic state is beyond repair
+    return True
 
 
 def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
     lease, schedule = active.lease, active.schedule
     run = Run(lease, clock=ctx.clock, deadline=active.deadline, cancel=active.cancel)
+    outer_transaction = connection.in_atomic_block
     try:
         handler = ctx.registry.get(schedule.job)
     except UnknownJob as exc:  # a bad schedule is reported and left alone, never retried
         return _dead(active, exc, ctx)
     try:
         handler.func(run)
+        if not outer_transaction and _drop_leaked_transaction():
+            raise JobsError(
+                f"job {schedule.job!r} returned with a database transaction still open; its "
+                "writes were rolled back. Close every transaction the handler opens."
+            )
     except LeaseLost:
         log.warning("lease.lost")
         return Outcome.LEASE_LOST
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
     except Exception as exc:
+        if not outer_transaction:
+            _drop_leaked_transaction()
         return _failed(active, exc, ctx)
     if run.completed:
         log.info("occurrence.completed")
