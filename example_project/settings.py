@@ -102,6 +102,7 @@ LOGGING = {
     "loggers": {
         "django_structlog": {"handlers": ["console"], "level": env("LOG_LEVEL")},
         "django_jobs": {"handlers": ["console"], "level": env("LOG_LEVEL")},
+        "billing": {"handlers": ["console"], "level": env("LOG_LEVEL")},
     },
 }
 structlog.configure(

@@ -20,3 +20,13 @@ def send_statements(run: Run) -> None:
 def heartbeat(run: Run) -> None:
     with run.atomic():
         statements.beat(run.scheduled_at, idempotency_key=run.occurrence_key)
+
+
+@job("billing.notify_accountant")
+def notify_accountant(run: Run) -> None:
+    """An outside effect (a message to the accountant), done once per occurrence."""
+    run.raise_if_cancelled()
+    run.once(
+        "accountant-notified",
+        lambda: statements.notify_accountant(run.scheduled_at, idempotency_key=run.occurrence_key),
+    )

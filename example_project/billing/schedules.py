@@ -50,3 +50,17 @@ schedule(
     record_owner="billing-lead@example.com",
     status="active",
 )
+
+# An outside effect every five minutes, done once per occurrence even if the run is repeated.
+schedule(
+    "billing.accountant-digest",
+    job="billing.notify_accountant",
+    timing=every(timedelta(minutes=5)),
+    max_delay=timedelta(minutes=1),
+    misfire=Misfire.SKIP,
+    overlap=Overlap.SKIP,
+    retention=500,  # keep the last 500 occurrences
+    operating_owner="team-billing",
+    record_owner="billing-lead@example.com",
+    status="active",
+)

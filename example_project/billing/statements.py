@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
+import structlog
+
 from .models import Heartbeat, Statement
+
+log = structlog.get_logger("billing")
 
 
 def send_for(for_date: date, *, idempotency_key: str, tenant: str = "") -> Statement:
@@ -20,3 +24,8 @@ def beat(at: datetime, *, idempotency_key: str) -> Heartbeat:
         idempotency_key=idempotency_key, defaults={"beat_at": at}
     )
     return heartbeat
+
+
+def notify_accountant(at: datetime, *, idempotency_key: str) -> None:
+    """Stands in for a call to a mail or chat service, which takes the idempotency key."""
+    log.info("billing.accountant_notified", at=at.isoformat(), idempotency_key=idempotency_key)
