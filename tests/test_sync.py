@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from django_jobs import after, cron, every, schedule
 from django_jobs.models import AuditRecord, Limit, Origin, Schedule, ScheduleStatus
@@ -120,10 +120,19 @@ def test_a_runtime_per_tenant_schedule_is_validated_like_a_declared_one_and_audi
 def test_jobs_sync_command_reports_what_it_did(capsys) -> None:
     call_command("jobs", "sync")
     out = capsys.readouterr().out
-    # The example project's billing app declares three schedules.
+    # The example project's billing app declares four schedules.
     assert "created: billing.heartbeat" in out
-    assert out.strip().endswith("schedules synced: 3 created, 0 updated, 0 retired, 0 unchanged")
+    assert out.strip().endswith("schedules synced: 4 created, 0 updated, 0 retired, 0 unchanged")
     call_command("jobs", "sync", "--json")
     report = json.loads(capsys.readouterr().out)
     assert report["unchanged"] == sorted(report["unchanged"])
-    assert len(report["unchanged"]) == 3
+    assert len(report["unchanged"]) == 4
+
+
+def test_the_example_tenant_command_creates_a_runtime_schedule_in_the_tenants_zone(capsys) -> None:
+    call_command("billing_enable_tenant", "acme", "--zone", "Europe/Berlin")
+    row = Schedule.objects.get(tenant="acme", key="billing.tenant-statements")
+    assert (row.origin, row.time_zone, row.cron) == (Origin.RUNTIME, "Europe/Berlin", "0 9 * * *")
+    assert "runs daily at 09:00 Europe/Berlin" in capsys.readouterr().out
+    with pytest.raises(CommandError, match=r"timing\.zone"):
+        call_command("billing_enable_tenant", "globex", "--zone", "Mars/Base")

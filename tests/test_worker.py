@@ -265,8 +265,8 @@ def test_runworker_once_syncs_declared_schedules_runs_due_work_and_exits(capsys)
         registry.unregister("tests.cli")
     out = capsys.readouterr().out
     assert "django_jobs worker cli-replica started" in out
-    # The example project's billing app declares three schedules; its one-off runs at once.
-    assert "schedules synced: 3 created, 0 updated, 0 retired, 0 unchanged" in out
+    # The example project's billing app declares four schedules; its one-off runs at once.
+    assert "schedules synced: 4 created, 0 updated, 0 retired, 0 unchanged" in out
     assert "ran 2 occurrence(s)" in out
     assert ran == [str(Occurrence.objects.get(schedule=schedule).pk)]
     assert Statement.objects.count() == 1

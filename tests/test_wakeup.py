@@ -1,0 +1,50 @@
+"""An idle worker sleeps until due work or a NOTIFY from another replica, not on a short poll."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from django_jobs import store
+from django_jobs.worker.wakeup import Wakeup, conninfo_from_django
+
+from .concurrency import on_own_connection
+from .factories import T0, ScheduleFactory
+from .storeutil import claim, plan
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_notify_from_another_connection_wakes_a_sleeping_worker() -> None:
+    wakeup = Wakeup(conninfo_from_django())
+    try:
+        assert wakeup.wait(0.01) == "timeout"  # listening now
+        notifier = threading.Timer(0.2, on_own_connection(lambda: store.notify("plan")))
+        notifier.start()
+        assert wakeup.wait(60) == "notify"  # long before the 60-second deadline
+        notifier.join()
+    finally:
+        wakeup.close()
+
+
+def test_a_poke_wakes_it_at_once() -> None:
+    wakeup = Wakeup(None)
+    wakeup.poke()
+    assert wakeup.wait(60) == "poke"
+
+
+def test_without_a_listening_connection_it_sleeps_until_the_deadline() -> None:
+    assert Wakeup(None).wait(0.05) == "timeout"
+
+
+def test_next_wakeup_is_the_earliest_due_schedule_or_occurrence() -> None:
+    ScheduleFactory.create(next_due_at=T0 + timedelta(hours=1))
+    other = ScheduleFactory.create(next_due_at=None)
+    assert store.next_wakeup(now=T0) == T0 + timedelta(hours=1)
+    plan(other, T0 + timedelta(minutes=5), now=T0)
+    assert store.next_wakeup(now=T0) == T0 + timedelta(minutes=5)
+    (lease,) = claim("w", T0 + timedelta(minutes=5))
+    # While it runs, its lease expiry is when it would next need a worker.
+    assert store.next_wakeup(now=T0) == lease.expires_at
