@@ -76,6 +76,15 @@ class WriteResult:
     refused: frozenset[UUID]
 
 
+def _lease_arrays(leases: Sequence[Lease]) -> dict[str, list[Any]]:
+    """The identities and tokens of ``leases`` as the parallel arrays a fenced statement
+    unnests."""
+    return {
+        "ids": [lease.occurrence_id for lease in leases],
+        "tokens": [lease.token for lease in leases],
+    }
+
+
 def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -307,12 +316,7 @@ def renew(
         r[0]
         for r in _rows(
             sql,
-            {
-                "ids": [lease.occurrence_id for lease in leases],
-                "tokens": [lease.token for lease in leases],
-                "owner": owner,
-                "expires": expires,
-            },
+            {**_lease_arrays(leases), "owner": owner, "expires": expires},
         )
     }
     return [
@@ -413,8 +417,7 @@ def _fenced_write(
         for r in _rows(
             sql,
             {
-                "ids": [lease.occurrence_id for lease in leases],
-                "tokens": [lease.token for lease in leases],
+                **_lease_arrays(leases),
                 "owner": owners.pop(),
                 "now": now,
                 "outcome": outcome.value,

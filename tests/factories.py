@@ -1,10 +1,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import factory.declarations
 import factory.django
 
+from django_jobs import cron, schedule
+from django_jobs.declarations import Declaration
 from django_jobs.models import Schedule, ScheduleStatus
 from django_jobs.scheduling.policies import TimingKind
 
@@ -30,3 +33,19 @@ class ScheduleFactory(factory.django.DjangoModelFactory[Schedule]):
     status = ScheduleStatus.ACTIVE
     created_at = T0
     updated_at = T0
+
+
+OWNERS: dict[str, Any] = {"operating_owner": "team-billing", "record_owner": "ops@example.com"}
+
+
+def declaration(key: str = "billing.nightly", **fields: Any) -> Declaration:
+    """A complete, valid declaration (not registered), with ``fields`` changed."""
+    base: dict[str, Any] = dict(
+        job="billing.send_statements",
+        timing=cron("0 9 * * *", zone="America/New_York"),
+        retention=timedelta(days=90),
+        status="active",
+        register=False,
+        **OWNERS,
+    )
+    return schedule(key, **{**base, **fields})

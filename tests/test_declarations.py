@@ -12,19 +12,11 @@ from hypothesis import strategies as st
 from django_jobs import InvalidSchedule, Misfire, Overlap, Retry, after, at, cron, every, schedule
 from django_jobs.declarations import Declared
 
-OWNERS: dict[str, Any] = {"operating_owner": "team-billing", "record_owner": "ops@example.com"}
+from .factories import OWNERS, declaration
 
 
 def declare(**fields):
-    base = dict(
-        job="billing.send_statements",
-        timing=cron("0 9 * * *", zone="America/New_York"),
-        retention=timedelta(days=90),
-        status="active",
-        register=False,
-        **OWNERS,
-    )
-    return schedule("billing.nightly", **{**base, **fields})
+    return declaration(**fields)
 
 
 def attempt(**fields) -> tuple[Any, InvalidSchedule | None]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,23 +13,13 @@ from django_jobs.models import AuditRecord, Limit, Origin, Schedule, ScheduleSta
 from django_jobs.services import sync_schedules, upsert_schedule
 from django_jobs.worker.planning import plan_due
 
-from .factories import T0, ScheduleFactory
+from .factories import OWNERS, T0, ScheduleFactory, declaration
 
 pytestmark = pytest.mark.django_db
 
-OWNERS: dict[str, Any] = {"operating_owner": "team-billing", "record_owner": "ops@example.com"}
-
 
 def nightly(**fields):
-    base = dict(
-        job="billing.send_statements",
-        timing=cron("0 9 * * *", zone="America/New_York"),
-        retention=timedelta(days=90),
-        status="active",
-        register=False,
-        **OWNERS,
-    )
-    return schedule(fields.pop("key", "billing.nightly"), **{**base, **fields})
+    return declaration(fields.pop("key", "billing.nightly"), **fields)
 
 
 def test_sync_creates_the_record_with_every_declared_field_and_its_limit() -> None:
