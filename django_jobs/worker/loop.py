@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 import structlog
-from django.db import close_old_connections, connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from .. import store
 from ..clock import Clock, SystemClock
@@ -40,6 +40,13 @@ from .wakeup import Wakeup, conninfo_from_django
 log = structlog.get_logger("django_jobs.worker")
 
 EXIT_RESTART = 3  # a run ignored cancellation and was cut off: restart this process
+
+
+def _serialization_conflict(exc: BaseException) -> bool:
+    """SQLSTATE class 40 (deadlock detected, serialization failure): an OperationalError to
+    the driver, but the database answered; the statement can simply run again."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate.startswith("40")
 
 
 def default_replica_id() -> str:
@@ -260,9 +267,21 @@ class Worker:
                 claimed, asked = self.step()
                 sleep = 0.0 if claimed and claimed == asked else self._idle_seconds()
             except STORE_OUTAGE as exc:
+                if _serialization_conflict(exc):
+                    # A deadlock victim or serialization failure: the store is up; go again.
+                    log.warning("worker.pass_conflict", error=str(exc).strip()[:300])
+                    close_old_connections()
+                    continue
                 self.outage.failed(exc)
                 close_old_connections()
                 self.wakeup.close()
+                self.wakeup.wait(self._backoff.next_delay())
+                continue
+            except DatabaseError as exc:
+                # Not an outage (a deadlock victim, a constraint): log it and try again shortly;
+                # a worker never dies of one bad pass.
+                log.error("worker.pass_failed", error_type=type(exc).__name__, error=str(exc)[:300])
+                close_old_connections()
                 self.wakeup.wait(self._backoff.next_delay())
                 continue
             if self.outage.active:
