@@ -10,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
+from django.db.models import Count
 
 from . import conf, source_rules
 from .clock import SystemClock
@@ -122,6 +123,15 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
                 "app that owns the behaviour.",
             )
         )
+    if record.status == "active" and record.runbooks is not None and record.runbooks < 3:
+        found.append(
+            Error(
+                f"{name} lacks its inspection, replay and disable Runbook records.",
+                obj=record.obj,
+                id="django_jobs.E017",
+                hint="Run manage.py jobs sync: it writes the three runbooks.",
+            )
+        )
     if record.status == "active" and not has_limit:
         found.append(
             Error(
@@ -147,6 +157,7 @@ class _RecordView:
     timing_kind: str
     cron: str
     time_zone: str
+    runbooks: int | None = None  # how many Runbook rows exist (None: not a database record)
 
 
 def _view_of_declaration(d: Declaration) -> _RecordView:
@@ -179,6 +190,7 @@ def _view_of_row(s: Any) -> _RecordView:
         timing_kind=s.timing_kind,
         cron=s.cron,
         time_zone=s.time_zone,
+        runbooks=getattr(s, "runbook_count", None),
     )
 
 
@@ -207,7 +219,11 @@ def check_schedule_records(
         return []  # not migrated yet (migrate runs database checks first)
     today = SystemClock().now().date()
     found: list[CheckMessage] = []
-    rows = Schedule.objects.exclude(status="retired").select_related("limit")
+    rows = (
+        Schedule.objects.exclude(status="retired")
+        .select_related("limit")
+        .annotate(runbook_count=Count("runbooks"))
+    )
     for row in rows:
         has_limit = hasattr(row, "limit")
         found += _record_problems(_view_of_row(row), has_limit=has_limit, today=today)

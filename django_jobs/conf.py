@@ -17,6 +17,10 @@ POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes e
                                    for due work and for NOTIFY from other replicas
 ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
 PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
+PAUSED_SCHEDULES          ()       the kill switch: schedule keys no worker may claim
+                                   (``"*"`` for all); read by workers at every pass
+AUDIT_LOG                 None     dotted path of the project's audit function; without
+                                   it, operator actions leave django_jobs AuditRecords
 ========================  =======  =====================================================
 """
 
@@ -41,6 +45,12 @@ class JobsSettings:
     POLL_SECONDS: float = 5.0
     ERROR_MESSAGE_MAX_CHARS: int = 1000
     PURGE_BATCH_SIZE: int = 1000
+    PAUSED_SCHEDULES: tuple[str, ...] = ()
+    AUDIT_LOG: str | None = None
+
+    @property
+    def paused_all(self) -> bool:
+        return "*" in self.PAUSED_SCHEDULES
 
     @property
     def lease(self) -> timedelta:
@@ -70,6 +80,17 @@ def get_settings() -> JobsSettings:
         raise ConfigurationError(
             f"DJANGO_JOBS has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(known)}"
         )
+    paused = raw.pop("PAUSED_SCHEDULES", ())
+    if isinstance(paused, str) or not all(isinstance(k, str) and k for k in paused):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['PAUSED_SCHEDULES'] must be a list of schedule keys (or ['*']), "
+            f"got {paused!r}"
+        )
+    audit_log = raw.pop("AUDIT_LOG", None)
+    if audit_log is not None and (not isinstance(audit_log, str) or "." not in audit_log):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['AUDIT_LOG'] must be the dotted path of a function, got {audit_log!r}"
+        )
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -77,7 +98,7 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
         if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS"} and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
-    return JobsSettings(**raw)
+    return JobsSettings(**raw, PAUSED_SCHEDULES=tuple(paused), AUDIT_LOG=audit_log)
 
 
 def database_vendor() -> str:

@@ -98,6 +98,14 @@ class Schedule(models.Model):
     updated_at = models.DateTimeField()
 
     class Meta:
+        # Object permissions (django-guardian) an operator needs on a schedule, besides
+        # Django's view_schedule: see django_jobs/permissions.py.
+        permissions = [
+            ("replay_schedule", "Can replay occurrences of the schedule"),
+            ("disable_schedule", "Can disable and enable the schedule"),
+            ("run_schedule", "Can run the schedule now"),
+            ("purge_schedule", "Can purge the schedule's finished occurrences"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "key"], name="django_jobs_schedule_key"),
             models.CheckConstraint(
@@ -413,3 +421,22 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} of {self.occurrence_id}"
+
+
+class TenantGrant(models.Model):
+    """A permission on every schedule of a tenant, for the members of a group: how staff of one
+    tenant are scoped to it (object permissions on single schedules come from guardian)."""
+
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="tenant_grants")
+    tenant = models.CharField(max_length=100)
+    permission = models.CharField(max_length=30)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["group", "tenant", "permission"], name="django_jobs_tenant_grant"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} may {self.permission} in tenant {self.tenant}"

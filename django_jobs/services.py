@@ -14,11 +14,26 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.utils.module_loading import import_string
 
-from . import store
+from . import permissions, runbooks, store
 from .clock import ensure_aware_utc
+from .conf import get_settings
 from .declarations import Declaration
-from .models import AuditRecord, Limit, Origin, Replica, ReplicaState, Schedule, ScheduleStatus
+from .exceptions import JobsError
+from .models import (
+    Attempt,
+    AuditRecord,
+    Limit,
+    Occurrence,
+    Origin,
+    Replica,
+    ReplicaState,
+    Schedule,
+    ScheduleStatus,
+    Trigger,
+)
+from .scheduling import timings
 from .scheduling.timings import After
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
@@ -58,19 +73,34 @@ def _jsonable(value: Any) -> Any:
 
 
 def _audit(
-    schedule: Schedule, *, now: datetime, actor: str, action: str, reason: str, **changes: Any
+    schedule: Schedule,
+    *,
+    now: datetime,
+    actor: str,
+    action: str,
+    reason: str,
+    target_type: str = "schedule",
+    target_id: str | None = None,
+    **changes: Any,
 ) -> None:
-    AuditRecord.objects.create(
-        at=now,
-        actor=actor,
-        action=action,
-        tenant=schedule.tenant,
-        target_type="schedule",
-        target_id=str(schedule.pk),
-        reason=reason,
-        before={k: _jsonable(v) for k, v in changes.get("before", {}).items()},
-        after={k: _jsonable(v) for k, v in changes.get("after", {}).items()},
-    )
+    """Record an action in the caller's transaction: in the project's audit log when
+    ``DJANGO_JOBS["AUDIT_LOG"]`` names one, otherwise as a django_jobs ``AuditRecord``."""
+    record = {
+        "at": now,
+        "actor": actor,
+        "action": action,
+        "tenant": schedule.tenant,
+        "target_type": target_type,
+        "target_id": target_id or str(schedule.pk),
+        "reason": reason,
+        "before": {k: _jsonable(v) for k, v in changes.get("before", {}).items()},
+        "after": {k: _jsonable(v) for k, v in changes.get("after", {}).items()},
+    }
+    audit_log = get_settings().AUDIT_LOG
+    if audit_log:
+        import_string(audit_log)(**record)
+    else:
+        AuditRecord.objects.create(**record)
 
 
 def _upsert(
@@ -105,6 +135,7 @@ def _upsert(
     if existing.origin != origin:
         changed["origin"] = origin
     limit_changed = _set_limit(existing, declaration)
+    runbooks.write(existing)
     if not changed:
         return existing, "updated" if limit_changed else "unchanged"
     before = {k: getattr(existing, k) for k in changed}
@@ -232,3 +263,207 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
     )
     stale = [r.id for r in replicas if now - r.heartbeat_at > max_age]
     return HealthReport(host=host, replicas=replicas, stale=stale)
+
+
+# --- Operator actions: permission, one transaction, audit -----------------------------------
+
+
+def _actor_name(actor: Any) -> str:
+    return str(getattr(actor, "username", actor))
+
+
+def _need_reason(reason: str, what: str) -> str:
+    if not isinstance(reason, str) or not reason.strip():
+        raise JobsError(f"{what}: reason: say why (it is kept in the audit record)")
+    if len(reason) > 2000:
+        raise JobsError(f"{what}: reason: at most 2000 characters, got {len(reason)}")
+    return reason.strip()
+
+
+def _locked(schedule: Schedule) -> Schedule:
+    return Schedule.objects.select_for_update().get(pk=schedule.pk)
+
+
+@dataclass(frozen=True)
+class ScheduleReport:
+    schedule: Schedule
+    next_runs: list[datetime]
+    recent: list[Occurrence]
+    lateness: timedelta | None  # how long the oldest due, unstarted occurrence has waited
+
+
+def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> ScheduleReport:
+    """The record, its state, its next runs and its recent occurrences with outcomes."""
+    permissions.require(actor, "view", schedule)
+    recent = list(schedule.occurrences.order_by("-scheduled_at")[:10])
+    oldest = (
+        schedule.occurrences.filter(state__in=["scheduled", "failed"], due_at__lte=now)
+        .order_by("due_at")
+        .values_list("due_at", flat=True)
+        .first()
+    )
+    try:
+        upcoming = timings.from_record(schedule).between(now, now + timedelta(days=7))[:5]
+    except ValueError:
+        upcoming = []
+    return ScheduleReport(
+        schedule=schedule,
+        next_runs=upcoming,
+        recent=recent,
+        lateness=now - oldest if oldest else None,
+    )
+
+
+def inspect_occurrence(occurrence: Occurrence, *, actor: Any) -> list[Attempt]:
+    """An occurrence's attempts, oldest first (the occurrence row carries state and lease)."""
+    permissions.require(actor, "view", occurrence.schedule)
+    return list(occurrence.attempt_history.order_by("number"))
+
+
+def replay(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) -> Occurrence:
+    """A new attempt of the same occurrence: same identity, same scheduled instant, so the
+    command's idempotency scope is unchanged. For a dead, failed, skipped, completed or
+    cancelled occurrence; the next claim runs it as attempt N+1, trigger ``manual``."""
+    reason = _need_reason(reason, f"replay of occurrence {occurrence.pk}")
+    with transaction.atomic():
+        schedule = _locked(occurrence.schedule)
+        permissions.require(actor, "replay", schedule)
+        before = {"state": occurrence.state, "attempts": occurrence.attempts}
+        if not store.replay(occurrence.pk, now=now):
+            raise JobsError(
+                f"occurrence {occurrence.pk} of {schedule} is {occurrence.state}: only a dead, "
+                "failed, skipped, completed or cancelled occurrence can be replayed"
+            )
+        _audit(
+            schedule,
+            now=now,
+            actor=_actor_name(actor),
+            action="replay",
+            reason=reason,
+            target_type="occurrence",
+            target_id=str(occurrence.pk),
+            before=before,
+            after={
+                "state": "scheduled",
+                "next_attempt": occurrence.attempts + 1,
+                "trigger": "manual",
+            },
+        )
+        store.notify("replay")
+    occurrence.refresh_from_db()
+    return occurrence
+
+
+def disable(
+    schedule: Schedule, *, actor: Any, reason: str, now: datetime, cancel_running: bool = False
+) -> Schedule:
+    """Stop new claims of the schedule on every replica (from their next pass). An occurrence
+    already running finishes, unless ``cancel_running``: then its lease ends here and the
+    replica running it stops it at its next renewal. Nothing is deleted."""
+    reason = _need_reason(reason, f"disabling {schedule}")
+    with transaction.atomic():
+        schedule = _locked(schedule)
+        permissions.require(actor, "disable", schedule)
+        cancelled = store.cancel_running(schedule.pk, now=now) if cancel_running else []
+        schedule.enabled = False
+        schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = (
+            _actor_name(actor),
+            reason,
+            now,
+        )
+        schedule.updated_at = now
+        schedule.save(
+            update_fields=["enabled", "disabled_by", "disabled_reason", "disabled_at", "updated_at"]
+        )
+        _audit(
+            schedule,
+            now=now,
+            actor=_actor_name(actor),
+            action="disable",
+            reason=reason,
+            before={"enabled": True},
+            after={"enabled": False, "cancelled": [str(i) for i in cancelled]},
+        )
+    return schedule
+
+
+def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Schedule:
+    """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
+    pass and decided by its misfire policy."""
+    reason = _need_reason(reason, f"enabling {schedule}")
+    with transaction.atomic():
+        schedule = _locked(schedule)
+        permissions.require(actor, "disable", schedule)
+        before = {"enabled": schedule.enabled, "disabled_reason": schedule.disabled_reason}
+        schedule.enabled = True
+        schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = "", "", None
+        schedule.next_due_at = now
+        schedule.updated_at = now
+        schedule.save(
+            update_fields=[
+                "enabled",
+                "disabled_by",
+                "disabled_reason",
+                "disabled_at",
+                "next_due_at",
+                "updated_at",
+            ]
+        )
+        _audit(
+            schedule,
+            now=now,
+            actor=_actor_name(actor),
+            action="enable",
+            reason=reason,
+            before=before,
+            after={"enabled": True},
+        )
+        store.notify("enable")
+    return schedule
+
+
+def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Occurrence:
+    """An extra occurrence at the current instant (its own identity), trigger ``manual``."""
+    reason = _need_reason(reason, f"run-now of {schedule}")
+    with transaction.atomic():
+        schedule = _locked(schedule)
+        permissions.require(actor, "run", schedule)
+        if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
+            raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
+        planned = store.PlannedOccurrence(
+            schedule.pk, schedule.tenant, schedule.key, now, trigger=Trigger.MANUAL
+        )
+        store.plan([planned], now=now)
+        _audit(
+            schedule,
+            now=now,
+            actor=_actor_name(actor),
+            action="run_now",
+            reason=reason,
+            target_type="occurrence",
+            target_id=str(planned.id),
+            after={"scheduled_at": now},
+        )
+        store.notify("run_now")
+    return Occurrence.objects.get(pk=planned.id)
+
+
+def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
+    """Delete the schedule's finished occurrences beyond its retention Limit, in batches."""
+    with transaction.atomic():
+        permissions.require(actor, "purge", schedule)
+        batch = get_settings().PURGE_BATCH_SIZE
+        deleted = 0
+        while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
+            deleted += count
+            if count < batch:
+                break
+        _audit(
+            schedule,
+            now=now,
+            actor=_actor_name(actor),
+            action="purge",
+            reason="retention Limit",
+            after={"deleted": deleted},
+        )
+    return deleted

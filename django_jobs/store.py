@@ -757,3 +757,44 @@ CHANNEL = "django_jobs"
 def notify(reason: str) -> None:
     """Wake every listening replica (delivered when the caller's transaction commits)."""
     _rows("SELECT pg_notify(%(channel)s, %(reason)s)", {"channel": CHANNEL, "reason": reason})
+
+
+# --- Operator actions (called by django_jobs.services, inside its transaction) ------------
+
+
+def replay(occurrence: UUID, *, now: datetime) -> bool:
+    """Make a finished occurrence due again now, as a manual trigger: its next claim is a new
+    attempt (number N+1) of the same occurrence, with the same identity and scheduled instant.
+    The retry budget starts afresh. Refused (``False``) while it is scheduled or processing."""
+    sql = f"""
+        UPDATE {OCC} SET state = 'scheduled', due_at = %(now)s, trigger = 'manual',
+            skip_reason = '', finished_at = NULL, failures = 0
+        WHERE id = %(id)s AND state IN ('dead', 'failed', 'skipped', 'completed', 'cancelled')
+        RETURNING id
+    """
+    return bool(_rows(sql, {"id": occurrence, "now": ensure_aware_utc(now, name="now")}))
+
+
+def cancel_running(schedule_id: int, *, now: datetime) -> list[UUID]:
+    """Cancel the schedule's processing occurrences: their leases end here, so the replicas
+    running them find renewal refused and stop; their attempts are recorded cancelled."""
+    sql = f"""
+        WITH gone AS (
+            UPDATE {OCC} SET state = 'cancelled', finished_at = %(now)s,
+                lease_owner = '', lease_expires_at = NULL
+            WHERE schedule_id = %(schedule)s AND state = 'processing'
+            RETURNING id, fencing_token
+        ),
+        ended AS (
+            UPDATE {ATT} a SET outcome = 'cancelled', finished_at = %(now)s
+            FROM gone WHERE a.occurrence_id = gone.id AND a.fencing_token = gone.fencing_token
+              AND a.outcome = 'running'
+        ),
+        freed AS (
+            UPDATE {SCH} SET running_occurrence = NULL
+            WHERE id = %(schedule)s AND running_occurrence IN (SELECT id FROM gone)
+        )
+        SELECT id FROM gone
+    """
+    rows = _rows(sql, {"schedule": schedule_id, "now": ensure_aware_utc(now, name="now")})
+    return [r[0] for r in rows]

@@ -13,7 +13,7 @@ from datetime import date, timedelta
 import pytest
 from django.core.checks import run_checks
 
-from django_jobs import every, schedule
+from django_jobs import every, runbooks, schedule
 from django_jobs.checks import check_schedule_records
 from django_jobs.declarations import declared
 from django_jobs.models import Limit
@@ -28,9 +28,12 @@ def db_messages() -> list[tuple[str | None, str]]:
 
 
 def record(key: str, *, limit: bool = True, **fields):
+    runbook_records = fields.pop("runbooks", True)
     s = ScheduleFactory.create(key=key, job=fields.pop("job", "billing.heartbeat"), **fields)
     if limit:
         Limit.objects.create(schedule=s, keep_for=timedelta(days=7))
+    if runbook_records:
+        runbooks.write(s)
     return s
 
 
@@ -91,6 +94,16 @@ def test_e015_invalid_cron_expression() -> None:
 def test_e016_active_record_without_a_retention_limit() -> None:
     record("forever", limit=False)
     assert db_messages() == [("django_jobs.E016", "Schedule 'forever' has no retention Limit.")]
+
+
+def test_e017_active_record_without_its_runbooks() -> None:
+    record("undocumented", runbooks=False)
+    assert db_messages() == [
+        (
+            "django_jobs.E017",
+            "Schedule 'undocumented' lacks its inspection, replay and disable Runbook records.",
+        )
+    ]
 
 
 def test_retired_records_are_not_checked() -> None:

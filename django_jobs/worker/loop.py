@@ -171,7 +171,8 @@ class Worker:
         if planned.planned:
             store.notify("plan")
         free = self.concurrency - len(self._active)
-        if free <= 0 or self.stopping.is_set():
+        paused = get_settings()  # the kill switch is read afresh at every pass
+        if free <= 0 or self.stopping.is_set() or paused.paused_all:
             return 0, 0
         asked = min(free, self.settings.CLAIM_BATCH_SIZE)
         leases = store.claim(
@@ -180,6 +181,7 @@ class Worker:
             lease_for=self.settings.lease,
             limit=asked,
             tenant=self.tenant,
+            exclude_keys=paused.PAUSED_SCHEDULES,
         )
         if leases:
             schedules = Schedule.objects.in_bulk({lease.schedule_id for lease in leases})

@@ -1,4 +1,8 @@
-"""``manage.py jobs``: operate scheduled jobs. Thin: parse, call a service, print."""
+"""``manage.py jobs``: operate scheduled jobs. Thin: parse, call a service, print.
+
+Operator subcommands take ``--actor``, a Django username whose permissions apply (object and
+tenant permissions included) and who is named in the audit record.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +11,66 @@ import socket
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ... import permissions, runbooks, services
 from ...clock import SystemClock
 from ...conf import get_settings
 from ...declarations import declared
 from ...exceptions import JobsError
-from ...services import replica_health, sync_schedules
+from ...models import Occurrence, Schedule
+
+ACTED = {
+    "replay": "replayed",
+    "disable": "disabled",
+    "enable": "enabled",
+    "run-now": "planned a run of",
+}
 
 
 class Command(BaseCommand):
-    help = "Operate scheduled jobs: sync declared schedules, check replica health."
+    help = (
+        "Operate scheduled jobs: list, inspect, replay, disable, enable, run-now, purge, "
+        "runbooks, sync, health."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+
+        def operator(name: str, help: str, *, reason: bool = False, key: bool = True) -> Any:
+            p = sub.add_parser(name, help=help, description=help)
+            if key:
+                p.add_argument("key", help="the schedule key")
+                p.add_argument("--tenant", default="", help="the schedule's tenant")
+            p.add_argument("--actor", required=True, help="your Django username (audited)")
+            if reason:
+                p.add_argument("--reason", required=True, help="why (kept in the audit record)")
+            p.add_argument("--json", action="store_true", help="print JSON for scripts")
+            return p
+
+        listing = operator("list", "List the schedules you may see.", key=False)
+        listing.add_argument("--tenant", default=None, help="only this tenant's schedules")
+        inspect = operator("inspect", "Show a schedule, or one occurrence with its attempts.")
+        inspect.add_argument("--occurrence", default=None, help="an occurrence id")
+        replay = sub.add_parser(
+            "replay", help="Replay an occurrence: a new attempt under the same identity."
+        )
+        replay.add_argument("occurrence", help="the occurrence id")
+        replay.add_argument("--actor", required=True)
+        replay.add_argument("--reason", required=True)
+        replay.add_argument("--json", action="store_true")
+        disable = operator("disable", "Stop new claims of a schedule.", reason=True)
+        disable.add_argument(
+            "--cancel-running", action="store_true", help="also cancel its running occurrence"
+        )
+        operator("enable", "Let replicas claim a schedule again.", reason=True)
+        operator("run-now", "Plan an extra occurrence at the current instant.", reason=True)
+        operator("purge", "Delete finished occurrences beyond the retention Limit.")
+        books = sub.add_parser("runbooks", help="Export each schedule's runbooks as markdown.")
+        books.add_argument("--key", default=None)
+        books.add_argument("--tenant", default=None)
+
         sync = sub.add_parser(
             "sync",
             help="Write the schedules declared in schedules.py modules to the database.",
@@ -48,17 +98,223 @@ class Command(BaseCommand):
         health.add_argument("--json", action="store_true", help="Print the replicas as JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        name = options["subcommand"].replace("-", "_")
         try:
-            if options["subcommand"] == "sync":
-                self._sync(as_json=options["json"])
-            elif options["subcommand"] == "health":
-                self._health(options)
+            getattr(self, f"_{name}")(options)
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
 
-    def _sync(self, *, as_json: bool) -> None:
-        report = sync_schedules(declared.all(), now=SystemClock().now())
-        if as_json:
+    # --- helpers ----------------------------------------------------------------------
+
+    def _actor(self, options: dict[str, Any]) -> Any:
+        username = options["actor"]
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"--actor {username!r} is not a user of this project")
+        return user
+
+    def _schedule(self, options: dict[str, Any], actor: Any) -> Schedule:
+        schedule = Schedule.objects.filter(tenant=options["tenant"], key=options["key"]).first()
+        # An unknown key and one the actor may not see answer alike: no existence leak.
+        if schedule is None or not permissions.allowed(actor, "view", schedule):
+            where = f" in tenant {options['tenant']!r}" if options["tenant"] else ""
+            raise CommandError(f"no schedule {options['key']!r}{where} that you may see")
+        return schedule
+
+    def _emit(self, options: dict[str, Any], data: Any, text: str) -> None:
+        self.stdout.write(json.dumps(data, indent=2, default=str) if options.get("json") else text)
+
+    # --- subcommands ------------------------------------------------------------------
+
+    def _list(self, options: dict[str, Any]) -> None:
+        rows = permissions.visible(self._actor(options)).order_by("tenant", "key")
+        if options["tenant"] is not None:
+            rows = rows.filter(tenant=options["tenant"])
+        data = [
+            {
+                "tenant": s.tenant,
+                "key": s.key,
+                "job": s.job,
+                "status": s.status,
+                "enabled": s.enabled,
+                "next_due_at": s.next_due_at,
+                "last_completed_at": s.last_completed_at,
+            }
+            for s in rows
+        ]
+        lines = [
+            f"{s!s:40} {s.status:8} {'enabled' if s.enabled else 'DISABLED':9} "
+            f"next {s.next_due_at.isoformat() if s.next_due_at else '-'}"
+            for s in rows
+        ]
+        self._emit(options, data, "\n".join(lines) or "no schedules you may see")
+
+    def _inspect(self, options: dict[str, Any]) -> None:
+        actor = self._actor(options)
+        schedule = self._schedule(options, actor)
+        if options["occurrence"]:
+            self._inspect_occurrence(options, actor, schedule)
+            return
+        report = services.inspect_schedule(schedule, actor=actor, now=SystemClock().now())
+        data: dict[str, Any] = {
+            "schedule": str(schedule),
+            "job": schedule.job,
+            "status": schedule.status,
+            "enabled": schedule.enabled,
+            "disabled": {"by": schedule.disabled_by, "reason": schedule.disabled_reason}
+            if not schedule.enabled
+            else None,
+            "next_due_at": schedule.next_due_at,
+            "next_runs": report.next_runs,
+            "last_scheduled_at": schedule.last_scheduled_at,
+            "last_started_at": schedule.last_started_at,
+            "last_completed_at": schedule.last_completed_at,
+            "lateness_seconds": report.lateness.total_seconds() if report.lateness else 0,
+            "recent": [
+                {
+                    "id": str(o.pk),
+                    "scheduled_at": o.scheduled_at,
+                    "state": o.state,
+                    "attempts": o.attempts,
+                    "error": o.last_error_message[:200],
+                }
+                for o in report.recent
+            ],
+        }
+        text = "\n".join(
+            [f"{k}: {v}" for k, v in data.items() if k != "recent"]
+            + [
+                f"  {o['scheduled_at']} {o['state']:10} attempts {o['attempts']} {o['id']}"
+                for o in data["recent"]
+            ]
+        )
+        self._emit(options, data, text)
+
+    def _inspect_occurrence(self, options: dict[str, Any], actor: Any, schedule: Schedule) -> None:
+        occurrence = self._occurrence(options["occurrence"], actor, schedule=schedule)
+        attempts = services.inspect_occurrence(occurrence, actor=actor)
+        data: dict[str, Any] = {
+            "id": str(occurrence.pk),
+            "schedule": str(schedule),
+            "scheduled_at": occurrence.scheduled_at,
+            "state": occurrence.state,
+            "skip_reason": occurrence.skip_reason,
+            "lease_owner": occurrence.lease_owner,
+            "lease_expires_at": occurrence.lease_expires_at,
+            "fencing_token": occurrence.fencing_token,
+            "last_error": {
+                "type": occurrence.last_error_type,
+                "message": occurrence.last_error_message,
+            },
+            "attempts": [
+                {
+                    "number": a.number,
+                    "token": a.fencing_token,
+                    "replica": a.replica,
+                    "trigger": a.trigger,
+                    "outcome": a.outcome,
+                    "started_at": a.started_at,
+                    "finished_at": a.finished_at,
+                    "error": a.error_message[:200],
+                }
+                for a in attempts
+            ],
+        }
+        text = "\n".join(
+            [f"{k}: {v}" for k, v in data.items() if k != "attempts"]
+            + [
+                f"  attempt {a['number']} token {a['token']} {a['trigger']:8} {a['outcome']:10} "
+                f"{a['replica']} {a['error']}"
+                for a in data["attempts"]
+            ]
+        )
+        self._emit(options, data, text)
+
+    def _occurrence(
+        self, ident: str, actor: Any, *, schedule: Schedule | None = None
+    ) -> Occurrence:
+        try:
+            occurrence = Occurrence.objects.select_related("schedule").filter(pk=ident).first()
+        except Exception:
+            occurrence = None
+        if occurrence is None or (schedule is not None and occurrence.schedule_id != schedule.pk):
+            occurrence = None
+        if occurrence is None or not permissions.allowed(actor, "view", occurrence.schedule):
+            raise CommandError(f"no occurrence {ident!r} that you may see")
+        return occurrence
+
+    def _replay(self, options: dict[str, Any]) -> None:
+        actor = self._actor(options)
+        occurrence = self._occurrence(options["occurrence"], actor)
+        occurrence = services.replay(
+            occurrence, actor=actor, reason=options["reason"], now=SystemClock().now()
+        )
+        data = {
+            "occurrence": str(occurrence.pk),
+            "state": occurrence.state,
+            "next_attempt": occurrence.attempts + 1,
+            "trigger": occurrence.trigger,
+        }
+        self._emit(
+            options,
+            data,
+            f"replayed {occurrence.pk}: attempt {occurrence.attempts + 1} "
+            "is due now (trigger manual)",
+        )
+
+    def _act(self, options: dict[str, Any], action: Any, **extra: Any) -> Any:
+        actor = self._actor(options)
+        schedule = self._schedule(options, actor)
+        return action(
+            schedule, actor=actor, reason=options["reason"], now=SystemClock().now(), **extra
+        )
+
+    def _disable(self, options: dict[str, Any]) -> None:
+        schedule = self._act(options, services.disable, cancel_running=options["cancel_running"])
+        self._emit(
+            options,
+            {"schedule": str(schedule), "enabled": False},
+            f"disabled {schedule}: no replica claims it from its next pass",
+        )
+
+    def _enable(self, options: dict[str, Any]) -> None:
+        schedule = self._act(options, services.enable)
+        self._emit(
+            options,
+            {"schedule": str(schedule), "enabled": True},
+            f"enabled {schedule}: what it missed follows misfire={schedule.misfire}",
+        )
+
+    def _run_now(self, options: dict[str, Any]) -> None:
+        occurrence = self._act(options, services.run_now)
+        self._emit(
+            options,
+            {"occurrence": str(occurrence.pk), "scheduled_at": occurrence.scheduled_at},
+            f"planned {occurrence.pk} at {occurrence.scheduled_at.isoformat()}",
+        )
+
+    def _purge(self, options: dict[str, Any]) -> None:
+        actor = self._actor(options)
+        schedule = self._schedule(options, actor)
+        deleted = services.purge(schedule, actor=actor, now=SystemClock().now())
+        self._emit(
+            options,
+            {"schedule": str(schedule), "deleted": deleted},
+            f"purged {deleted} finished occurrence(s) of {schedule}",
+        )
+
+    def _runbooks(self, options: dict[str, Any]) -> None:
+        rows = Schedule.objects.exclude(status="retired").order_by("tenant", "key")
+        if options["key"]:
+            rows = rows.filter(key=options["key"])
+        if options["tenant"] is not None:
+            rows = rows.filter(tenant=options["tenant"])
+        sections = [runbooks.markdown(s) for s in rows]
+        self.stdout.write("# Runbooks\n\n" + "\n".join(sections) if sections else "no schedules")
+
+    def _sync(self, options: dict[str, Any]) -> None:
+        report = services.sync_schedules(declared.all(), now=SystemClock().now())
+        if options["json"]:
             self.stdout.write(json.dumps(report.__dict__, indent=2))
             return
         for label in ("created", "updated", "retired"):
@@ -69,7 +325,7 @@ class Command(BaseCommand):
     def _health(self, options: dict[str, Any]) -> None:
         settings = get_settings()
         max_age = options["max_age"] or 3 * settings.HEARTBEAT_SECONDS
-        report = replica_health(
+        report = services.replica_health(
             host=options["host"] or socket.gethostname(),
             now=SystemClock().now(),
             max_age=timedelta(seconds=max_age),

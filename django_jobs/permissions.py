@@ -1,0 +1,81 @@
+"""Who may do what to which schedule: django-guardian object permissions and tenant grants.
+
+An operator may act on a schedule when any of these holds:
+
+1. the model-wide permission (``django_jobs.replay_schedule`` on the user or a group, or a
+   superuser): every schedule;
+2. the object permission on that schedule (django-guardian ``assign_perm``);
+3. a ``TenantGrant`` of that action to one of the user's groups for the schedule's tenant:
+   every schedule of that tenant, present and future.
+
+Occurrences are governed by their schedule's permissions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from .exceptions import JobsError
+from .models import Schedule, TenantGrant
+
+ACTIONS = {
+    "view": "view_schedule",
+    "replay": "replay_schedule",
+    "disable": "disable_schedule",
+    "run": "run_schedule",
+    "purge": "purge_schedule",
+}
+
+
+class Forbidden(JobsError):
+    """The actor lacks the permission; the message names the actor, action and schedule."""
+
+
+def _codename(action: str) -> str:
+    try:
+        return f"django_jobs.{ACTIONS[action]}"
+    except KeyError:
+        raise ValueError(f"unknown action {action!r}; one of {', '.join(ACTIONS)}") from None
+
+
+def allowed(user: Any, action: str, schedule: Schedule) -> bool:
+    perm = _codename(action)
+    if not getattr(user, "is_active", False):
+        return False
+    if user.has_perm(perm) or user.has_perm(perm, schedule):
+        return True
+    return TenantGrant.objects.filter(
+        group__user=user, tenant=schedule.tenant, permission=action
+    ).exists()
+
+
+def require(user: Any, action: str, schedule: Schedule) -> None:
+    if not allowed(user, action, schedule):
+        raise Forbidden(
+            f"{getattr(user, 'username', user)!s} may not {action} schedule {schedule}: ask for "
+            f"the {ACTIONS[action]} permission on it or on its tenant"
+        )
+
+
+def visible(user: Any) -> QuerySet[Schedule]:
+    """The schedules ``user`` may see."""
+    from guardian.shortcuts import get_objects_for_user
+
+    if not getattr(user, "is_active", False):
+        return Schedule.objects.none()
+    if user.has_perm(_codename("view")):
+        return Schedule.objects.all()
+    objects = get_objects_for_user(
+        user, _codename("view"), klass=Schedule, accept_global_perms=False
+    ).values("pk")
+    tenants = TenantGrant.objects.filter(group__user=user, permission="view").values("tenant")
+    return Schedule.objects.filter(Q(pk__in=objects) | Q(tenant__in=tenants))
+
+
+def grant_tenant(group: Any, tenant: str, *actions: str) -> None:
+    """Let ``group`` perform ``actions`` (default: all) on every schedule of ``tenant``."""
+    for action in actions or tuple(ACTIONS):
+        _codename(action)
+        TenantGrant.objects.get_or_create(group=group, tenant=tenant, permission=action)

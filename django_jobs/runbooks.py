@@ -1,0 +1,92 @@
+"""The recovery procedures of each schedule: inspection, manual replay, disable.
+
+Each names the exact interface that performs it and what happens to an occurrence already
+claimed. ``jobs sync`` (and every run-time schedule change) writes them as ``Runbook`` rows;
+``manage.py jobs runbooks`` exports them as markdown. None of them writes the tables directly.
+"""
+
+from __future__ import annotations
+
+from .models import Runbook, RunbookKind, Schedule
+
+
+def _target(schedule: Schedule) -> str:
+    return f"{schedule.key} --tenant {schedule.tenant}" if schedule.tenant else schedule.key
+
+
+def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
+    """The three procedures of ``schedule``, by kind."""
+    target = _target(schedule)
+    return {
+        RunbookKind.INSPECT: {
+            "interface": (
+                f"python manage.py jobs inspect {target} --actor <your user>  (add --json for "
+                "scripts; --occurrence <id> for one occurrence and its attempts)"
+            ),
+            "claimed_occurrence_effect": "None: inspection changes nothing.",
+            "verification": (
+                "The output shows enabled, next due, recovery points, lateness and the recent "
+                "occurrences with their outcomes; a dead occurrence shows its safe error."
+            ),
+        },
+        RunbookKind.REPLAY: {
+            "interface": (
+                "python manage.py jobs replay <occurrence id> --actor <your user> --reason '<why>'"
+            ),
+            "claimed_occurrence_effect": (
+                "A claimed (processing) occurrence cannot be replayed: wait for it to end, or "
+                "disable the schedule with --cancel-running first. Replay creates attempt N+1 of "
+                "the same occurrence (same identity and scheduled instant), trigger manual."
+            ),
+            "verification": (
+                "python manage.py jobs inspect "
+                f"{target} --occurrence <id> --actor <your user> lists the new attempt; "
+                "the audit record names you and your reason."
+            ),
+        },
+        RunbookKind.DISABLE: {
+            "interface": (
+                f"python manage.py jobs disable {target} --actor <your user> --reason '<why>' "
+                "[--cancel-running]; re-enable with jobs enable. Without database access: the "
+                f"kill switch DJANGO_JOBS['PAUSED_SCHEDULES'] = ['{schedule.key}'] (or ['*']), "
+                "read by every worker at each pass."
+            ),
+            "claimed_occurrence_effect": (
+                "An occurrence already claimed runs to its end. With --cancel-running its lease "
+                "ends at once and the replica running it stops it at its next renewal (within a "
+                "third of LEASE_SECONDS); its attempt is recorded cancelled. The kill switch "
+                "stops claims only."
+            ),
+            "verification": (
+                f"python manage.py jobs inspect {target} --actor <your user> shows enabled: no "
+                "and no new attempts; on enable, what was missed follows the misfire policy."
+            ),
+        },
+    }
+
+
+def write(schedule: Schedule) -> None:
+    """Create or refresh the schedule's three Runbook rows."""
+    for kind, fields in procedures(schedule).items():
+        Runbook.objects.update_or_create(schedule=schedule, kind=kind, defaults=fields)
+
+
+def markdown(schedule: Schedule) -> str:
+    """The schedule's runbook records as a markdown section."""
+    lines = [
+        f"## {schedule}",
+        "",
+        f"Job `{schedule.job}`, owned by {schedule.operating_owner} "
+        f"(record: {schedule.record_owner}).",
+        "",
+    ]
+    for runbook in schedule.runbooks.order_by("kind"):
+        lines += [
+            f"### {runbook.get_kind_display()}",
+            "",
+            f"- Interface: `{runbook.interface}`",
+            f"- Already claimed occurrence: {runbook.claimed_occurrence_effect}",
+            f"- Verify: {runbook.verification}",
+            "",
+        ]
+    return "\n".join(lines)

@@ -1,0 +1,160 @@
+"""``manage.py jobs``: every operator subcommand, its --json output and its error exits."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from django_jobs import runbooks, store
+from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
+from django_jobs.safe_error import SafeError
+
+from .factories import T0, ScheduleFactory
+from .storeutil import claim, plan
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def ops() -> User:
+    return User.objects.create_superuser("ops", "ops@example.com", "x")
+
+
+@pytest.fixture
+def nightly() -> Schedule:
+    schedule = ScheduleFactory.create(tenant="acme", key="billing.nightly", job="billing.heartbeat")
+    Limit.objects.create(schedule=schedule, keep_last=5)
+    runbooks.write(schedule)
+    return schedule
+
+
+def jobs(*args: str) -> str:
+    out = StringIO()
+    call_command("jobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_list_shows_what_the_actor_may_see(ops, nightly) -> None:
+    assert "acme/billing.nightly" in jobs("list", "--actor", "ops")
+    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))
+    assert (row["tenant"], row["key"], row["enabled"]) == ("acme", "billing.nightly", True)
+    User.objects.create_user("nobody")
+    assert jobs("list", "--actor", "nobody").strip() == "no schedules you may see"
+
+
+def test_inspect_a_schedule_and_an_occurrence(ops, nightly) -> None:
+    plan(nightly, T0, now=T0)
+    (lease,) = claim("w", T0)
+    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
+    report = json.loads(
+        jobs("inspect", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--json")
+    )
+    assert report["schedule"] == "acme/billing.nightly"
+    assert [o["state"] for o in report["recent"]] == ["dead"]
+    occurrence = Occurrence.objects.get()
+    detail = json.loads(
+        jobs(
+            "inspect",
+            "billing.nightly",
+            "--tenant",
+            "acme",
+            "--occurrence",
+            str(occurrence.pk),
+            "--actor",
+            "ops",
+            "--json",
+        )
+    )
+    assert detail["last_error"] == {"type": "RuntimeError", "message": "boom"}
+    assert [(a["number"], a["outcome"]) for a in detail["attempts"]] == [(1, "failed")]
+
+
+def test_replay_disable_enable_run_now_purge_are_audited_with_actor_and_reason(
+    ops, nightly
+) -> None:
+    plan(nightly, T0, now=T0)
+    (lease,) = claim("w", T0)
+    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
+    occurrence = Occurrence.objects.get()
+    out = json.loads(
+        jobs("replay", str(occurrence.pk), "--actor", "ops", "--reason", "fixed", "--json")
+    )
+    assert (out["state"], out["next_attempt"]) == ("scheduled", 2)
+    jobs("disable", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--reason", "unsafe")
+    assert Schedule.objects.get().enabled is False
+    jobs("enable", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--reason", "safe")
+    assert "planned" in jobs(
+        "run-now", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--reason", "rerun"
+    )
+    assert "purged" in jobs("purge", "billing.nightly", "--tenant", "acme", "--actor", "ops")
+    audit = list(AuditRecord.objects.order_by("id").values_list("action", "actor", "reason"))
+    assert audit == [
+        ("replay", "ops", "fixed"),
+        ("disable", "ops", "unsafe"),
+        ("enable", "ops", "safe"),
+        ("run_now", "ops", "rerun"),
+        ("purge", "ops", "retention Limit"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["disable", "billing.nope", "--actor", "ops", "--reason", "x"],
+            "no schedule 'billing.nope'",
+        ),
+        (
+            ["disable", "billing.nightly", "--actor", "ops", "--reason", "x"],
+            "no schedule 'billing.nightly'",
+        ),
+        (
+            ["disable", "billing.nightly", "--tenant", "acme", "--actor", "ghost", "--reason", "x"],
+            "--actor 'ghost' is not a user of this project",
+        ),
+        (
+            ["disable", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--reason", " "],
+            "reason: say why",
+        ),
+        (["replay", "not-a-uuid", "--actor", "ops", "--reason", "x"], "no occurrence 'not-a-uuid'"),
+        (
+            ["replay", "00000000-0000-0000-0000-000000000000", "--actor", "ops", "--reason", "x"],
+            "no occurrence '00000000-0000-0000-0000-000000000000'",
+        ),
+    ],
+)
+def test_bad_arguments_exit_non_zero_with_a_clear_message_and_change_nothing(
+    ops, nightly, args, message
+) -> None:
+    with pytest.raises(CommandError, match=message.replace(".", r"\.").replace("'", "'")):
+        jobs(*args)
+    assert Schedule.objects.get().enabled is True
+    assert not AuditRecord.objects.exists()
+
+
+def test_forbidden_actions_exit_non_zero(nightly) -> None:
+    User.objects.create_user("viewer")
+    from guardian.shortcuts import assign_perm
+
+    assign_perm("django_jobs.view_schedule", User.objects.get(username="viewer"), nightly)
+    with pytest.raises(CommandError, match="viewer may not disable schedule"):
+        jobs("disable", "billing.nightly", "--tenant", "acme", "--actor", "viewer", "--reason", "x")
+    assert Schedule.objects.get().enabled is True
+
+
+def test_missing_required_arguments_exit_non_zero(ops, nightly) -> None:
+    with pytest.raises(CommandError, match="--reason"):
+        jobs("disable", "billing.nightly", "--actor", "ops")
+
+
+def test_runbooks_export_names_the_exact_interfaces(nightly) -> None:
+    text = jobs("runbooks", "--key", "billing.nightly")
+    assert text.startswith("# Runbooks\n\n## acme/billing.nightly")
+    assert "python manage.py jobs disable billing.nightly --tenant acme --actor" in text
+    assert "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['billing.nightly']" in text
+    assert "python manage.py jobs replay <occurrence id>" in text
+    assert text.count("- Already claimed occurrence:") == 3
