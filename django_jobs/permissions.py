@@ -79,3 +79,18 @@ def grant_tenant(group: Any, tenant: str, *actions: str) -> None:
     for action in actions or tuple(ACTIONS):
         _codename(action)
         TenantGrant.objects.get_or_create(group=group, tenant=tenant, permission=action)
+
+
+def may_any(user: Any, action: str) -> bool:
+    """Whether ``user`` may perform ``action`` on at least one schedule (admin shows the action
+    only then; each object is still checked by the service)."""
+    from guardian.shortcuts import get_objects_for_user
+
+    perm = _codename(action)
+    if not getattr(user, "is_active", False):
+        return False
+    if user.has_perm(perm):
+        return True
+    if TenantGrant.objects.filter(group__user=user, permission=action).exists():
+        return True
+    return get_objects_for_user(user, perm, klass=Schedule, accept_global_perms=False).exists()

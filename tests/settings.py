@@ -12,6 +12,7 @@ env = environ.Env()
 
 SECRET_KEY = "tests-only"
 DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 USE_TZ = True
 # Deliberately not UTC: nothing in django_jobs may depend on TIME_ZONE, and tests would not
 # notice if it did while TIME_ZONE were UTC.
@@ -29,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "guardian",
     "django_jobs",
     # The example project's app: its jobs.py and schedules.py are discovered in tests too.
@@ -59,6 +61,7 @@ TEMPLATES = [
     }
 ]
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DJANGO_JOBS: dict[str, float] = {}

@@ -1,0 +1,306 @@
+"""The Django admin console: thin ModelAdmins whose actions call the service layer.
+
+Every page and action is scoped by ``django_jobs.permissions``: a user sees only the schedules
+(and their occurrences) they may view, and an action on a schedule they may not act on is
+refused, whether it comes from a bulk action or an edited URL. Occurrence state is read-only;
+audit records can be neither changed nor deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from . import permissions, services
+from .clock import SystemClock
+from .exceptions import JobsError
+from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="Why? Kept in the audit record.",
+    )
+
+
+def _confirmed(
+    modeladmin: admin.ModelAdmin,  # type: ignore[type-arg]
+    request: HttpRequest,
+    queryset: QuerySet[Any],
+    *,
+    title: str,
+    perform: Callable[[Any, str], str],
+) -> HttpResponse | None:
+    """Django's two-step confirmation with a reason: show the form, then act on each object.
+
+    ``perform(obj, reason)`` calls one service and returns a message; refusals are reported,
+    never raised as errors.
+    """
+    form = ReasonForm(request.POST if "confirm" in request.POST else None)
+    if "confirm" in request.POST and form.is_valid():
+        done = 0
+        for obj in queryset:
+            try:
+                modeladmin.message_user(request, perform(obj, form.cleaned_data["reason"]))
+                done += 1
+            except JobsError as exc:
+                modeladmin.message_user(request, str(exc), messages.ERROR)
+        if done == 0:
+            modeladmin.message_user(request, "Nothing was changed.", messages.WARNING)
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "objects": list(queryset),
+        "form": form,
+        "action": request.POST.get("action"),
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+        "opts": modeladmin.model._meta,
+    }
+    return TemplateResponse(request, "admin/django_jobs/confirm_action.html", context)
+
+
+class ScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Querysets limited to what the user may view, through each row's schedule."""
+
+    schedule_path = "schedule"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        visible = permissions.visible(request.user).values("pk")
+        return super().get_queryset(request).filter(**{f"{self.schedule_path}__in": visible})
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is None:
+            return self.has_module_permission(request)
+        schedule = obj if isinstance(obj, Schedule) else getattr(obj, self.schedule_path)
+        return permissions.allowed(request.user, "view", schedule)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = Attempt
+    fields = [
+        "number",
+        "fencing_token",
+        "replica",
+        "trigger",
+        "outcome",
+        "started_at",
+        "finished_at",
+        "error_type",
+        "error_message",
+    ]
+    readonly_fields = fields  # type: ignore[assignment]  # every attempt field is read-only
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class DeadLetterFilter(admin.SimpleListFilter):
+    title = "dead letter"
+    parameter_name = "dead"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "dead (poison) only")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(state="dead") if self.value() == "yes" else queryset
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ScopedAdmin):
+    schedule_path = "pk"
+    list_display = [
+        "__str__",
+        "job",
+        "status",
+        "enabled",
+        "next_due_at",
+        "last_completed_at",
+        "operating_owner",
+    ]
+    list_filter = ["status", "enabled", "tenant", "operating_owner"]
+    search_fields = ["key", "job", "tenant"]
+    actions = ["disable_schedules", "enable_schedules", "run_now"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return permissions.visible(request.user)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Schedule._meta.fields]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        schedule = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if schedule is not None:
+            extra["runbooks"] = list(Runbook.objects.filter(schedule=schedule).order_by("kind"))
+            extra["audit"] = list(
+                AuditRecord.objects.filter(target_type="schedule", target_id=str(schedule.pk))[:20]
+            )
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _act(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any],
+        title: str,
+        service: Callable[..., Any],
+        verb: str,
+    ) -> HttpResponse | None:
+        def perform(schedule: Schedule, reason: str) -> str:
+            service(schedule, actor=request.user, reason=reason, now=SystemClock().now())
+            return f"{verb} {schedule}."
+
+        return _confirmed(self, request, queryset, title=title, perform=perform)
+
+    def has_disable_permission(self, request: HttpRequest) -> bool:
+        return permissions.may_any(request.user, "disable")
+
+    def has_run_permission(self, request: HttpRequest) -> bool:
+        return permissions.may_any(request.user, "run")
+
+    @admin.action(
+        description="Disable selected schedules (running occurrences finish)",
+        permissions=["disable"],
+    )
+    def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        return self._act(request, queryset, "Disable schedules", services.disable, "Disabled")
+
+    @admin.action(
+        description="Enable selected schedules (misfire policy applies)", permissions=["disable"]
+    )
+    def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        return self._act(request, queryset, "Enable schedules", services.enable, "Enabled")
+
+    @admin.action(description="Run selected schedules now", permissions=["run"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        return self._act(request, queryset, "Run now", services.run_now, "Planned a run of")
+
+
+@admin.register(Occurrence)
+class OccurrenceAdmin(ScopedAdmin):
+    list_display = [
+        "schedule",
+        "scheduled_at",
+        "state",
+        "skip_reason",
+        "trigger",
+        "attempts",
+        "lease_owner",
+        "last_error_type",
+    ]
+    list_filter = [DeadLetterFilter, "state", "trigger", "tenant"]
+    search_fields = ["schedule__key", "id"]
+    date_hierarchy = "scheduled_at"
+    inlines = [AttemptInline]
+    actions = ["replay"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in Occurrence._meta.fields]
+
+    def has_replay_permission(self, request: HttpRequest) -> bool:
+        return permissions.may_any(request.user, "replay")
+
+    @admin.action(
+        description="Replay selected occurrences (a new attempt, same identity)",
+        permissions=["replay"],
+    )
+    def replay(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        def perform(occurrence: Occurrence, reason: str) -> str:
+            replayed = services.replay(
+                occurrence, actor=request.user, reason=reason, now=SystemClock().now()
+            )
+            return f"Replayed {occurrence.pk}: attempt {replayed.attempts + 1} is due now."
+
+        return _confirmed(self, request, queryset, title="Replay occurrences", perform=perform)
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["at", "actor", "action", "tenant", "target_type", "target_id", "reason"]
+    list_filter = ["action", "tenant"]
+    search_fields = ["actor", "reason", "target_id"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
+        visible = permissions.visible(request.user)
+        ids = [str(pk) for pk in visible.values_list("pk", flat=True)]
+        occurrence_ids = [
+            str(pk)
+            for pk in Occurrence.objects.filter(schedule__in=visible).values_list("pk", flat=True)[
+                :10000
+            ]
+        ]
+        return super().get_queryset(request).filter(target_id__in=[*ids, *occurrence_ids])
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [f.name for f in AuditRecord._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Replica)
+class ReplicaAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    list_display = ["id", "host", "pid", "state", "heartbeat_at", "concurrency", "running"]
+    list_filter = ["state", "host"]
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Runbook)
+class RunbookAdmin(ScopedAdmin):
+    list_display = ["schedule", "kind", "interface"]
+    list_filter = ["kind"]

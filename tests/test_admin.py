@@ -1,0 +1,166 @@
+"""Django admin: scoped by object and tenant permissions, actions through the service layer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.urls import reverse
+
+from django_jobs import runbooks, store
+from django_jobs.models import AuditRecord, Occurrence, Schedule
+from django_jobs.permissions import grant_tenant
+from django_jobs.safe_error import SafeError
+
+from .factories import T0, ScheduleFactory
+from .storeutil import claim, plan
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def schedules() -> tuple[Schedule, Schedule]:
+    acme = ScheduleFactory.create(tenant="acme", key="billing.nightly", job="billing.heartbeat")
+    globex = ScheduleFactory.create(tenant="globex", key="billing.nightly", job="billing.heartbeat")
+    for s in (acme, globex):
+        runbooks.write(s)
+    return acme, globex
+
+
+@pytest.fixture
+def alice(schedules) -> Client:
+    """Staff of tenant acme: may view and disable acme's schedules, nothing of globex."""
+    user = User.objects.create_user("alice", password="pw", is_staff=True)
+    group = Group.objects.create(name="acme-ops")
+    user.groups.add(group)
+    grant_tenant(group, "acme", "view", "disable")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def root() -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
+    return client
+
+
+def changelist(model: str) -> str:
+    return reverse(f"admin:django_jobs_{model}_changelist")
+
+
+def test_staff_of_one_tenant_never_see_another_tenants_schedules(alice, schedules) -> None:
+    _, globex = schedules
+    page = alice.get(changelist("schedule")).content.decode()
+    assert "acme/billing.nightly" in page
+    assert "globex/billing.nightly" not in page
+    # Nor by editing the URL.
+    response = alice.get(reverse("admin:django_jobs_schedule_change", args=[globex.pk]))
+    assert response.status_code == 302
+    assert Schedule.objects.filter(pk=globex.pk, enabled=True).exists()
+
+
+def test_a_bulk_action_with_a_forged_id_changes_nothing_it_may_not_see(alice, schedules) -> None:
+    _, globex = schedules
+    response = alice.post(
+        changelist("schedule"),
+        {
+            "action": "disable_schedules",
+            "_selected_action": [globex.pk],
+            "confirm": "yes",
+            "reason": "forged",
+        },
+    )
+    assert response.status_code in (200, 302)
+    assert Schedule.objects.get(pk=globex.pk).enabled is True
+    assert not AuditRecord.objects.filter(action="disable").exists()
+
+
+def test_disable_needs_the_confirmation_and_a_reason(alice, schedules) -> None:
+    acme, _ = schedules
+    first = alice.post(
+        changelist("schedule"), {"action": "disable_schedules", "_selected_action": [acme.pk]}
+    )
+    assert first.status_code == 200
+    assert b"Yes, disable schedules" in first.content
+    assert Schedule.objects.get(pk=acme.pk).enabled is True
+    missing = alice.post(
+        changelist("schedule"),
+        {
+            "action": "disable_schedules",
+            "_selected_action": [acme.pk],
+            "confirm": "yes",
+            "reason": "",
+        },
+    )
+    assert missing.status_code == 200  # the form again, with its error
+    assert Schedule.objects.get(pk=acme.pk).enabled is True
+    done = alice.post(
+        changelist("schedule"),
+        {
+            "action": "disable_schedules",
+            "_selected_action": [acme.pk],
+            "confirm": "yes",
+            "reason": "partner outage",
+        },
+        follow=True,
+    )
+    assert "Disabled acme/billing.nightly." in done.content.decode()
+    audit = AuditRecord.objects.get(action="disable")
+    assert (audit.actor, audit.reason) == ("alice", "partner outage")
+
+
+def test_an_action_the_user_lacks_is_not_offered(alice, schedules) -> None:
+    page = alice.get(changelist("schedule")).content.decode()
+    assert "disable_schedules" in page
+    assert "run_now" not in page
+
+
+def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root, schedules) -> None:
+    acme, _ = schedules
+    plan(acme, T0, now=T0)
+    (lease,) = claim("w", T0)
+    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
+    occurrence = Occurrence.objects.get()
+    listing = root.get(changelist("occurrence") + "?dead=yes").content.decode()
+    assert str(acme) in listing
+    done = root.post(
+        changelist("occurrence"),
+        {
+            "action": "replay",
+            "_selected_action": [occurrence.pk],
+            "confirm": "yes",
+            "reason": "fixed the template",
+        },
+        follow=True,
+    )
+    assert f"Replayed {occurrence.pk}: attempt 2 is due now." in done.content.decode()
+    assert Occurrence.objects.get().state == "scheduled"
+
+
+def test_occurrence_state_is_read_only_and_audit_records_cannot_be_deleted(root, schedules) -> None:
+    acme, _ = schedules
+    plan(acme, T0 + timedelta(minutes=1), now=T0)
+    occurrence = Occurrence.objects.get()
+    root.post(
+        reverse("admin:django_jobs_occurrence_change", args=[occurrence.pk]), {"state": "completed"}
+    )
+    assert Occurrence.objects.get().state == "scheduled"
+    record = AuditRecord.objects.create(
+        at=T0, actor="x", action="a", target_type="schedule", target_id=str(acme.pk), reason="r"
+    )
+    response = root.post(
+        reverse("admin:django_jobs_auditrecord_delete", args=[record.pk]), {"post": "yes"}
+    )
+    assert response.status_code == 403
+    assert AuditRecord.objects.filter(pk=record.pk).exists()
+
+
+def test_the_schedule_page_shows_its_runbooks_and_audit(root, schedules) -> None:
+    acme, _ = schedules
+    page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
+    assert "python manage.py jobs disable billing.nightly --tenant acme" in page
+    assert "Runbooks" in page
