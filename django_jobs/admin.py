@@ -14,7 +14,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
@@ -138,7 +138,8 @@ class ScheduleAdmin(ScopedAdmin):
         "status",
         "enabled",
         "next_due_at",
-        "last_completed_at",
+        "last_outcome",
+        "lateness",
         "operating_owner",
     ]
     list_filter = ["status", "enabled", "tenant", "operating_owner"]
@@ -146,7 +147,26 @@ class ScheduleAdmin(ScopedAdmin):
     actions = ["disable_schedules", "enable_schedules", "run_now"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return permissions.visible(request.user)
+        newest = Occurrence.objects.filter(schedule=OuterRef("pk")).order_by("-scheduled_at")
+        waiting = Occurrence.objects.filter(
+            schedule=OuterRef("pk"), state__in=["scheduled", "failed"]
+        ).order_by("due_at")
+        return permissions.visible(request.user).annotate(
+            newest_state=Subquery(newest.values("state")[:1]),
+            oldest_due=Subquery(waiting.values("due_at")[:1]),
+        )
+
+    @admin.display(description="last outcome", ordering="newest_state")
+    def last_outcome(self, obj: Any) -> str:
+        return getattr(obj, "newest_state", None) or "-"
+
+    @admin.display(description="lateness")
+    def lateness(self, obj: Any) -> str:
+        oldest = getattr(obj, "oldest_due", None)
+        late = SystemClock().now() - oldest if oldest else None
+        if late is None or late.total_seconds() <= 0:
+            return "on time"
+        return f"{int(late.total_seconds())} s late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Schedule._meta.fields]

@@ -264,7 +264,7 @@ class Occurrence(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.schedule_id}@{self.scheduled_at.isoformat()}"
+        return f"{self.schedule}@{self.scheduled_at.isoformat()}"
 
 
 class AttemptOutcome(models.TextChoices):

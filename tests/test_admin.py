@@ -127,6 +127,10 @@ def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root, schedule
     occurrence = Occurrence.objects.get()
     listing = root.get(changelist("occurrence") + "?dead=yes").content.decode()
     assert str(acme) in listing
+    schedules_page = root.get(changelist("schedule")).content.decode()
+    (acme_row,) = [r for r in schedules_page.split("<tr") if ">acme/billing.nightly<" in r]
+    outcome_cell = acme_row.split('class="field-last_outcome"')[1].split("</td>")[0]
+    assert outcome_cell.endswith(">dead"), outcome_cell
     done = root.post(
         changelist("occurrence"),
         {
