@@ -158,3 +158,15 @@ def test_runbooks_export_names_the_exact_interfaces(nightly) -> None:
     assert "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['billing.nightly']" in text
     assert "python manage.py jobs replay <occurrence id>" in text
     assert text.count("- Already claimed occurrence:") == 3
+
+
+def test_every_action_subcommand_prints_json_for_scripts(ops, nightly) -> None:
+    base = ["--tenant", "acme", "--actor", "ops", "--json"]
+    disabled = json.loads(jobs("disable", "billing.nightly", *base, "--reason", "x"))
+    assert disabled == {"schedule": "acme/billing.nightly", "enabled": False}
+    enabled = json.loads(jobs("enable", "billing.nightly", *base, "--reason", "y"))
+    assert enabled == {"schedule": "acme/billing.nightly", "enabled": True}
+    planned = json.loads(jobs("run-now", "billing.nightly", *base, "--reason", "z"))
+    assert Occurrence.objects.get(pk=planned["occurrence"]).trigger == "manual"
+    purged = json.loads(jobs("purge", "billing.nightly", *base))
+    assert purged == {"schedule": "acme/billing.nightly", "deleted": 0}
