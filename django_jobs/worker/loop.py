@@ -258,6 +258,27 @@ class Worker:
 
     # --- the long-running loop ------------------------------------------------------
 
+    def start_up(self, prepare: Callable[[], object]) -> bool:
+        """Sync the clock, then run ``prepare`` (the schedule sync), waiting out a store outage.
+
+        A worker started while PostgreSQL is down waits for it, with the same backoff and
+        bounded logging as a running worker, instead of exiting. Returns False when a stop was
+        requested before the store came back.
+        """
+        while not self.stopping.is_set():
+            try:
+                self.sync_clock()
+                prepare()
+            except STORE_OUTAGE as exc:
+                self.outage.failed(exc)
+                close_old_connections()
+                self.wakeup.wait(self._backoff.next_delay())
+                continue
+            self.outage.recovered()
+            self._backoff.reset()
+            return True
+        return False
+
     def serve(self) -> int:
         """Run until stopped; return the process exit code (0, or 3 to be restarted)."""
         self._ensure_keeper()

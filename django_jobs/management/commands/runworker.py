@@ -40,10 +40,29 @@ class Command(BaseCommand):
             tenant=options["tenant"],
             concurrency=options["concurrency"],
         )
-        worker.sync_clock()
-        report = sync_schedules(declared.all(), now=worker.clock.now())
+
+        reports: list[object] = []
+
+        def sync() -> None:
+            reports.append(sync_schedules(declared.all(), now=worker.clock.now()))
+
+        if options["once"]:
+            # One pass, for cron-style use: a store outage fails the command at once.
+            worker.sync_clock()
+            sync()
+        else:
+
+            def stop(signum: int, frame: FrameType | None) -> None:
+                worker.request_stop()
+
+            signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, stop)
+            # Started into an outage, the worker waits for the store instead of exiting.
+            if not worker.start_up(sync):
+                self.stdout.write(f"django_jobs worker {worker.replica_id} stopped before starting")
+                return
         self.stdout.write(f"django_jobs worker {worker.replica_id} started")
-        self.stdout.write(f"schedules synced: {report}")
+        self.stdout.write(f"schedules synced: {reports[-1]}")
         self.stdout.flush()
         if options["once"]:
             total = 0
@@ -56,11 +75,6 @@ class Command(BaseCommand):
             self.stdout.write(f"nothing more is due; ran {total} occurrence(s); exiting")
             return
 
-        def stop(signum: int, frame: FrameType | None) -> None:
-            worker.request_stop()
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
         code = worker.serve()
         self.stdout.write(f"django_jobs worker {worker.replica_id} stopped (exit {code})")
         self.stdout.flush()
