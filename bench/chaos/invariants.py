@@ -4,16 +4,16 @@ from the replicas' own logs). Each check returns its violations: an empty list i
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 from django_jobs.scheduling.timings import from_record
 
-from .database import Database
 from .faults import Fault
 from .replicas import Incarnation
 
@@ -23,6 +23,12 @@ SCHEDULE_COLUMNS = (
     "id, key, job, timing_kind, cron, interval, anchor, run_at, delay, time_zone,"
     " skipped_time, repeated_time, misfire, overlap, max_attempts, created_at"
 )
+
+
+class Rows(Protocol):
+    """Where the checks read from: the campaign's ``Database``, or a test's connection."""
+
+    def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
 
 
 @dataclass
@@ -46,7 +52,7 @@ def percentile(values: list[float], p: float) -> float | None:
 
 
 def check_all(
-    db: Database,
+    db: Rows,
     *,
     cutoff: datetime,
     faults: list[Fault],
@@ -125,6 +131,7 @@ def _due_and_lost(
 def _summarised(summaries: list[tuple[Any, ...]], sid: Any) -> list[tuple[datetime, datetime]]:
     spans = []
     for target, after in summaries:
+        after = json.loads(after) if isinstance(after, str) else after
         if str(target) == str(sid) and after.get("first") and after.get("last"):
             spans.append(
                 (datetime.fromisoformat(after["first"]), datetime.fromisoformat(after["last"]))
@@ -152,7 +159,7 @@ def _unexplained(
     return f"left {state} after the campaign settled"
 
 
-def _effects(found: Findings, db: Database, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
+def _effects(found: Findings, db: Rows, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
     """One effect per completed occurrence, written with the token of its one success; the
     partner applies each outside call once (repeated deliveries are counted, not hidden)."""
     effects: dict[str, list[int]] = defaultdict(list)

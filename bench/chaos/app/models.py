@@ -16,6 +16,7 @@ class Effect(models.Model):
     objects: models.Manager[Effect] = models.Manager()
 
     class Meta:
+        app_label = "chaos"
         indexes = [models.Index(fields=["occurrence_key"])]
 
     def __str__(self) -> str:
@@ -30,6 +31,9 @@ class OutsideCall(models.Model):
     replica = models.CharField(max_length=200)
     objects: models.Manager[OutsideCall] = models.Manager()
 
+    class Meta:
+        app_label = "chaos"
+
     def __str__(self) -> str:
         return f"call {self.idempotency_key}"
 
@@ -41,6 +45,9 @@ class OutsideEffect(models.Model):
     idempotency_key = models.CharField(max_length=200, unique=True)
     deliveries = models.PositiveIntegerField(default=1)
     objects: models.Manager[OutsideEffect] = models.Manager()
+
+    class Meta:
+        app_label = "chaos"
 
     def __str__(self) -> str:
         return f"applied {self.idempotency_key}"
