@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from .database import ROOT, Database
+from ..postgres import ROOT, Database
 from .faults import Injector
 from .invariants import check_all
 from .replicas import Slot, wait_for, worker_env
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         command += f" --seed {args.seed}"
     log(f"seed {args.seed} (replay with: {command})")
     rng = random.Random(args.seed)
-    db = Database.create(os.environ.get("DATABASE_URL"), seed=args.seed)
+    db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
     log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
     env = {**worker_env(db.url), "CHAOS_LEASE_SECONDS": str(args.lease)}
     db.migrate(env)

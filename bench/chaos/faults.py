@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .database import Database
+from ..postgres import Database
 from .replicas import Slot
 
 KINDS = ("sigkill", "sigstop", "sigterm", "terminate_backends", "pg_restart", "clock_skew")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .database import ROOT
+from ..postgres import ROOT
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""The campaign's PostgreSQL: an embedded cluster it owns (and can stop), or a fresh database
-on the server ``DATABASE_URL`` names (no restarts there: the server is not ours to stop)."""
+"""The PostgreSQL a campaign or benchmark runs on: an embedded cluster it owns (and can stop),
+or a fresh database on the server ``DATABASE_URL`` names (never restarted: not ours to stop)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import psycopg
 
 from django_jobs.contrib import embedded
 
-ROOT = Path(__file__).resolve().parents[2]
-DATABASE_NAME = "django_jobs_chaos"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class Database:
@@ -24,19 +23,21 @@ class Database:
         self.pgdata = pgdata
 
     @classmethod
-    def create(cls, server_url: str | None, *, seed: int) -> Database:
+    def create(cls, server_url: str | None, *, name: str) -> Database:
+        """A fresh database ``name``: on the server at ``server_url``, else in an embedded
+        cluster of its own under ``.embedded-pg/<name>`` (deleted when this process exits)."""
         if server_url:
             admin = psycopg.connect(server_url, autocommit=True, connect_timeout=10)
             with admin:
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
-                    [DATABASE_NAME],
+                    [name],
                 )
-                admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE_NAME}"')
-                admin.execute(f'CREATE DATABASE "{DATABASE_NAME}"')
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+                admin.execute(f'CREATE DATABASE "{name}"')
             parts = urlparse(server_url)
-            return cls(urlunparse(parts._replace(path=f"/{DATABASE_NAME}")), pgdata=None)
-        pgdata = ROOT / ".embedded-pg" / f"chaos-{seed}"
+            return cls(urlunparse(parts._replace(path=f"/{name}")), pgdata=None)
+        pgdata = ROOT / ".embedded-pg" / name
         if pgdata.exists():
             embedded.stop(pgdata)
             shutil.rmtree(pgdata)
@@ -66,6 +67,10 @@ class Database:
     def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         with psycopg.connect(self.url, connect_timeout=10) as conn:
             return conn.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: Any = None) -> None:
+        with psycopg.connect(self.url, connect_timeout=10) as conn:
+            conn.execute(sql, params)
 
     def terminate_backends(self, application_name: str) -> int:
         """Kill the server processes of one replica's connections, as a network cut would."""
