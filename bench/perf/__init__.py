@@ -1,0 +1,1 @@
+"""The benchmark suite: ``python -m bench.perf``. See docs/performance.md."""

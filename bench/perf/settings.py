@@ -1,0 +1,40 @@
+"""Settings of the benchmark's replicas and of its runner (database from ``DATABASE_URL``)."""
+
+from __future__ import annotations
+
+import os
+
+import environ
+
+SECRET_KEY = "benchmarks-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DATABASES = {"default": environ.Env().db("DATABASE_URL")}
+DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = "perf-" + os.environ.get(
+    "PERF_ROLE", "runner"
+)
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "guardian",
+    "django_jobs",
+    "bench.perf.app",
+]
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DJANGO_JOBS = {
+    "LEASE_SECONDS": 30,
+    "HEARTBEAT_SECONDS": 5,
+    "POLL_SECONDS": 1,
+    "CLAIM_BATCH_SIZE": int(os.environ.get("PERF_CLAIM_BATCH", "50")),
+}
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "loggers": {"django_jobs": {"handlers": ["stderr"], "level": "WARNING"}},
+}

@@ -1,0 +1,181 @@
+"""Thundering second: S schedules due at the same instant, W replicas x C concurrency."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..postgres import ROOT, Database
+from .measure import Counters, peak_rss_mb
+
+RESET = (
+    "TRUNCATE django_jobs_step, django_jobs_attempt, django_jobs_occurrence, django_jobs_limit,"
+    " django_jobs_runbook, django_jobs_schedule, django_jobs_replica, perf_write CASCADE"
+)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(p / 100 * len(ordered)) - 1))]
+
+
+def wait_for(condition: Any, *, timeout: float, what: str, every: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+def start_replicas(
+    db: Database, count: int, concurrency: int, log_dir: Path
+) -> list[subprocess.Popen[bytes]]:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = []
+    for n in range(1, count + 1):
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "bench.perf.settings",
+            "DATABASE_URL": db.url,
+            "PERF_ROLE": f"r{n}",
+        }
+        with (log_dir / f"r{n}.log").open("w") as log:
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-W",
+                        "ignore",
+                        str(ROOT / "manage.py"),
+                        "runworker",
+                        "--replica-id",
+                        f"perf-r{n}",
+                        "--concurrency",
+                        str(concurrency),
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    wait_for(
+        lambda: (
+            db.rows("SELECT count(*) FROM django_jobs_replica WHERE state = 'running'")[0][0]
+            >= count
+        ),
+        timeout=120,
+        what=f"{count} replicas to start",
+    )
+    return processes
+
+
+def stop_replicas(processes: list[subprocess.Popen[bytes]], timeout: float = 60) -> float:
+    """SIGTERM the replicas, reap them, and return the CPU seconds they used in all."""
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    cpu, deadline = 0.0, time.monotonic() + timeout
+    for process in processes:
+        while True:
+            pid, _, usage = os.wait4(process.pid, os.WNOHANG)
+            if pid:
+                cpu += usage.ru_utime + usage.ru_stime
+                process.returncode = 0
+                break
+            if time.monotonic() > deadline:
+                process.kill()
+                deadline += 10
+            time.sleep(0.05)
+    return cpu
+
+
+def add_schedules(count: int, *, job: str, due: datetime) -> None:
+    """``count`` schedules whose next instant is ``due`` (once a day, anchored there)."""
+    from django_jobs.models import Schedule
+
+    created = due - timedelta(seconds=1)
+    Schedule.objects.bulk_create(
+        [
+            Schedule(
+                key=f"perf.s{n:06d}",
+                job=job,
+                timing_kind="interval",
+                interval=timedelta(days=1),
+                anchor=due,
+                max_delay=timedelta(hours=1),
+                overlap="allow",
+                misfire="skip",
+                operating_owner="benchmarks",
+                record_owner="perf@example.com",
+                status="active",
+                origin="runtime",
+                created_at=created,
+                updated_at=created,
+                next_due_at=due,
+            )
+            for n in range(count)
+        ],
+        batch_size=5000,
+    )
+
+
+def run(
+    db: Database, *, schedules: int, replicas: int, concurrency: int, job: str, log_dir: Path
+) -> dict[str, Any]:
+    db.execute(RESET)
+    processes = start_replicas(db, replicas, concurrency, log_dir)
+    pids = [p.pid for p in processes]
+    try:
+        due = (datetime.now(UTC) + timedelta(seconds=3 + schedules / 5000)).replace(microsecond=0)
+        add_schedules(schedules, job=job, due=due)
+        wait_for(lambda: datetime.now(UTC) >= due - timedelta(seconds=0.3), timeout=60, what="T")
+        before = Counters.read(db, pids)
+        wait_for(
+            lambda: (
+                db.rows("SELECT count(*) FROM django_jobs_occurrence WHERE state = 'completed'")[0][
+                    0
+                ]
+                >= schedules
+            ),
+            timeout=1800,
+            what=f"{schedules} completions",
+            every=0.2,
+        )
+        rss = max(peak_rss_mb(pid) for pid in pids)
+    finally:
+        workers_cpu = stop_replicas(processes)
+    spent = Counters.read(db, []) - before
+    ((last,),) = db.rows("SELECT max(finished_at) FROM django_jobs_occurrence")
+    lateness = [
+        float(s)
+        for (s,) in db.rows(
+            "SELECT extract(epoch FROM a.started_at - o.scheduled_at)"
+            " FROM django_jobs_attempt a JOIN django_jobs_occurrence o ON o.id = a.occurrence_id"
+            " WHERE a.number = 1"
+        )
+    ]
+    makespan = (last - due).total_seconds()
+    return {
+        "scenario": f"thundering second ({job.split('.')[1]})",
+        "schedules": schedules,
+        "replicas": replicas,
+        "concurrency": concurrency,
+        "makespan_s": makespan,
+        "per_second": schedules / makespan,
+        "lateness_p50_s": percentile(lateness, 50),
+        "lateness_p95_s": percentile(lateness, 95),
+        "lateness_p99_s": percentile(lateness, 99),
+        "commits_per_occurrence": spent.commits / schedules,
+        "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
+        "postgres_cpu_s": spent.postgres_cpu,
+        "workers_cpu_s": workers_cpu - before.workers_cpu,
+        "peak_rss_mb": rss,
+    }
