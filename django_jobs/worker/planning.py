@@ -13,7 +13,9 @@ import structlog
 from django.db import DatabaseError, transaction
 
 from .. import store
+from ..conf import get_settings
 from ..models import Schedule, SkipReason, Trigger
+from ..safe_error import loggable
 from ..scheduling import planner, timings
 from ..scheduling.policies import Misfire, Overlap
 from ..store import PlannedOccurrence
@@ -46,7 +48,13 @@ def plan_due(*, now: datetime, limit: int = 200) -> PlanPass:
                 raise  # the store is out: not the schedule's fault
             except Exception as exc:
                 result.invalid.append(str(schedule))
-                log.error("schedule.invalid", schedule=str(schedule), error=str(exc)[:500])
+                patterns = get_settings().REDACT_PATTERNS
+                log.error(
+                    "schedule.invalid",
+                    schedule=str(schedule),
+                    error_type=type(exc).__name__,
+                    error=loggable(exc, patterns=patterns, max_chars=500),
+                )
                 store.advance_schedule(
                     schedule, last_scheduled_at=schedule.last_scheduled_at, next_due_at=None
                 )
