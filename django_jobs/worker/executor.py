@@ -24,7 +24,7 @@ from django.db import (
 )
 
 from .. import store
-from ..clock import Clock
+from ..clock import Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
 from ..models import AttemptOutcome, Schedule
@@ -209,7 +209,7 @@ def _retry(
     )
 
     def write(lease: Lease, now: datetime) -> bool:
-        return store.fail(lease, now=now, error=error, retry_at=now + delay, outcome=outcome)
+        return store.fail(lease, now=now, error=error, retry_at=later(now, delay), outcome=outcome)
 
     result = _write(active, ctx, write, Outcome.RETRY)
     if result == Outcome.RETRY:

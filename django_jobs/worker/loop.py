@@ -18,7 +18,7 @@ import structlog
 from django.db import DatabaseError, close_old_connections, connections
 
 from .. import store
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, later
 from ..conf import JobsSettings, get_settings
 from ..exceptions import Cancelled
 from ..models import AttemptOutcome, ReplicaState, Schedule
@@ -192,7 +192,7 @@ class Worker:
         return len(leases), asked
 
     def _start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
-        active = ActiveRun(lease=lease, schedule=schedule, deadline=now + schedule.timeout)
+        active = ActiveRun(lease=lease, schedule=schedule, deadline=later(now, schedule.timeout))
         with self._lock:
             self._active[lease.occurrence_id] = active
         log.info(
