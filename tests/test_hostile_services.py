@@ -173,12 +173,17 @@ ACTIONS = {
 }
 
 
-@pytest.mark.parametrize("who", ["other tenant", "viewer", "inactive", "nobody"])
-@pytest.mark.parametrize("service", list(ACTIONS))
+@pytest.mark.parametrize(
+    ("service", "who"),
+    [
+        (service, who)
+        for service, (action, _) in ACTIONS.items()
+        for who in ("other tenant", "viewer", "inactive", "nobody")
+        if not (who == "viewer" and action == "view")  # a viewer may view
+    ],
+)
 def test_every_service_refuses_an_actor_without_permission(dead, outsiders, service, who) -> None:
     action, call = ACTIONS[service]
-    if who == "viewer" and action == "view":
-        pytest.skip("a viewer may view")
     user = outsiders[who]
     before = snapshot()
     with pytest.raises(Forbidden, match=rf"{user.username} may not {action} schedule acme/"):
