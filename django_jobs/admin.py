@@ -14,6 +14,8 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -69,7 +71,36 @@ def _confirmed(
     return TemplateResponse(request, "admin/django_jobs/confirm_action.html", context)
 
 
-class ScopedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class GuardedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Refuses, with a message, what would otherwise reach the database and fail there: a
+    selected id that is not one (``abc``, ``1 OR 1=1``), a NUL byte in a list filter."""
+
+    def response_action(  # Django 6 adds an argument: passed on
+        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse | None:
+        pk = self.model._meta.pk
+        assert pk is not None
+        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+            try:
+                pk.to_python(value)
+            except ValidationError:
+                self.message_user(
+                    request,
+                    f"{value[:40]!r} is not the id of a {self.model._meta.verbose_name}: "
+                    "nothing was changed.",
+                    messages.ERROR,
+                )
+                return None
+        return super().response_action(request, queryset, *args, **kwargs)
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        if any("\x00" in item for pair in request.GET.lists() for item in [pair[0], *pair[1]]):
+            # PostgreSQL refuses NUL in text: Django's own answer to a bad lookup.
+            raise IncorrectLookupParameters("a NUL byte in the query")
+        return super().get_changelist_instance(request)
+
+
+class ScopedAdmin(GuardedAdmin):
     """Querysets limited to what the user may view, through each row's schedule."""
 
     schedule_path = "schedule"
@@ -264,7 +295,7 @@ class OccurrenceAdmin(ScopedAdmin):
 
 
 @admin.register(AuditRecord)
-class AuditRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditRecordAdmin(GuardedAdmin):
     list_display = ["at", "actor", "action", "tenant", "target_type", "target_id", "reason"]
     list_filter = ["action", "tenant"]
     search_fields = ["actor", "reason", "target_id"]
@@ -300,7 +331,7 @@ class AuditRecordAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(Replica)
-class ReplicaAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReplicaAdmin(GuardedAdmin):
     list_display = ["id", "host", "pid", "state", "heartbeat_at", "concurrency", "running"]
     list_filter = ["state", "host"]
 

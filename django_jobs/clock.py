@@ -49,3 +49,17 @@ def ensure_aware_utc(instant: datetime, *, name: str = "instant") -> datetime:
     if instant.tzinfo is None or instant.tzinfo.utcoffset(instant) is None:
         raise ValueError(f"{name} must be an aware datetime, got naive {instant.isoformat()}")
     return instant.astimezone(UTC)
+
+
+# The latest instant django_jobs computes: a year short of ``datetime.max``, so that adding a
+# lease or a grace period to it cannot overflow.
+LATEST = datetime(9998, 12, 31, tzinfo=UTC)
+
+
+def later(instant: datetime, delta: timedelta) -> datetime:
+    """``instant + delta``, or ``LATEST`` when that lies beyond it: an absurd duration read from
+    a schedule row (a timeout or backoff of a million years) must not crash the worker."""
+    try:
+        return min(instant + delta, LATEST)
+    except OverflowError:
+        return LATEST

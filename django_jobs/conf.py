@@ -21,11 +21,17 @@ PAUSED_SCHEDULES          ()       the kill switch: schedule keys no worker may 
                                    (``"*"`` for all); read by workers at every pass
 AUDIT_LOG                 None     dotted path of the project's audit function; without
                                    it, operator actions leave django_jobs AuditRecords
+REDACT_PATTERNS           ()       extra regular expressions whose matches are replaced by
+                                   ``[redacted]`` in stored and logged job errors, on top
+                                   of the defaults (URL credentials, password=/token=
+                                   pairs, Authorization headers, common token shapes); a
+                                   named group ``secret`` limits it to that group
 ========================  =======  =====================================================
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
@@ -47,6 +53,7 @@ class JobsSettings:
     PURGE_BATCH_SIZE: int = 1000
     PAUSED_SCHEDULES: tuple[str, ...] = ()
     AUDIT_LOG: str | None = None
+    REDACT_PATTERNS: tuple[str, ...] = ()
 
     @property
     def paused_all(self) -> bool:
@@ -91,6 +98,7 @@ def get_settings() -> JobsSettings:
         raise ConfigurationError(
             f"DJANGO_JOBS['AUDIT_LOG'] must be the dotted path of a function, got {audit_log!r}"
         )
+    redact = _redact_patterns(raw.pop("REDACT_PATTERNS", ()))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -98,7 +106,35 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
         if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS"} and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
-    return JobsSettings(**raw, PAUSED_SCHEDULES=tuple(paused), AUDIT_LOG=audit_log)
+    return JobsSettings(
+        **raw, PAUSED_SCHEDULES=tuple(paused), AUDIT_LOG=audit_log, REDACT_PATTERNS=redact
+    )
+
+
+def _redact_patterns(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['REDACT_PATTERNS'] must be a list of regular expressions, got {value!r}"
+        )
+    for pattern in value:
+        if not isinstance(pattern, str) or not pattern:
+            raise ConfigurationError(
+                "DJANGO_JOBS['REDACT_PATTERNS'] must hold non-empty strings (regular "
+                f"expressions), got {pattern!r}"
+            )
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            raise ConfigurationError(
+                f"DJANGO_JOBS['REDACT_PATTERNS']: {pattern!r} is not a valid regular "
+                f"expression: {exc}"
+            ) from None
+        if compiled.match(""):
+            raise ConfigurationError(
+                f"DJANGO_JOBS['REDACT_PATTERNS']: {pattern!r} matches the empty string, so it "
+                "would redact between every character; make it match the secret itself"
+            )
+    return tuple(value)
 
 
 def database_vendor() -> str:

@@ -14,12 +14,13 @@ from datetime import timedelta
 from typing import Any
 
 from .exceptions import ConfigurationError
-from .scheduling.policies import Misfire, Overlap, Retry
+from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
 STATUSES = ("draft", "active", "retired")
+MAX_KEEP_LAST = 100_000_000
 
 
 class InvalidSchedule(ConfigurationError):
@@ -82,6 +83,12 @@ class Declaration:
 _TIMINGS = (Cron, Every, At, After)
 
 
+def _text(value: object, max_chars: int = 200) -> bool:
+    """Text a record column can hold: PostgreSQL refuses NUL, and control characters would
+    garble the admin, logs and audit trail."""
+    return isinstance(value, str) and len(value) <= max_chars and value.isprintable()
+
+
 def _problems(d: Declaration) -> list[tuple[str, str]]:
     """(field, message) for every invalid field of ``d``."""
     found: list[tuple[str, str]] = []
@@ -91,19 +98,19 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
             found.append((name, message))
 
     need(
-        isinstance(d.key, str) and bool(KEY_PATTERN.match(d.key)),
+        isinstance(d.key, str) and bool(KEY_PATTERN.fullmatch(d.key)),
         "key",
         "must be 1-200 letters, digits and . _ : / -, starting with a letter or digit",
     )
     need(
-        isinstance(d.tenant, str) and bool(TENANT_PATTERN.match(d.tenant)),
+        isinstance(d.tenant, str) and bool(TENANT_PATTERN.fullmatch(d.tenant)),
         "tenant",
         "must be at most 100 characters of letters, digits and . _ : -",
     )
     need(
-        isinstance(d.job, str) and 0 < len(d.job) <= 200 and d.job == d.job.strip(),
+        _text(d.job) and bool(d.job) and d.job == d.job.strip(),
         "job",
-        "must name a registered @job (1-200 characters, no surrounding spaces)",
+        "must name a registered @job (1-200 printable characters, no surrounding spaces)",
     )
     need(
         isinstance(d.timing, _TIMINGS),
@@ -113,10 +120,12 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     for owner in ("operating_owner", "record_owner"):
         value = getattr(d, owner)
         need(
-            isinstance(value, str) and bool(value.strip()) and len(value) <= 200,
+            _text(value) and bool(value.strip()),
             owner,
-            "is required: who runs it in production / who answers for the record",
+            "is required (1-200 printable characters): who runs it in production / who "
+            "answers for the record",
         )
+    need(_text(d.decider), "decider", "must be at most 200 printable characters")
     need(d.status in STATUSES, "status", f"must be one of {', '.join(STATUSES)}, got {d.status!r}")
     if d.status == "draft":
         need(
@@ -128,9 +137,9 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     for name in ("max_delay", "timeout"):
         value = getattr(d, name)
         need(
-            isinstance(value, timedelta) and value > timedelta(0),
+            isinstance(value, timedelta) and timedelta(0) < value <= MAX_DURATION,
             name,
-            f"must be a positive timedelta, got {value!r}",
+            f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}",
         )
     need(
         d.misfire in set(Misfire),
@@ -153,14 +162,18 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
         found.extend(d.retry.problems())
     else:
         found.append(("retry", f"must be Retry(...), got {d.retry!r}"))
-    retention_ok = (isinstance(d.retention, timedelta) and d.retention > timedelta(0)) or (
-        isinstance(d.retention, int) and not isinstance(d.retention, bool) and d.retention > 0
+    retention_ok = (
+        isinstance(d.retention, timedelta) and timedelta(0) < d.retention <= MAX_DURATION
+    ) or (
+        isinstance(d.retention, int)
+        and not isinstance(d.retention, bool)
+        and 0 < d.retention <= MAX_KEEP_LAST
     )
     need(
         retention_ok,
         "retention",
-        "must be a positive timedelta (keep for) or a positive count (keep last),"
-        f" got {d.retention!r}",
+        f"must be a positive timedelta (keep for, at most {MAX_DURATION.days} days) or a "
+        f"positive count (keep last, at most {MAX_KEEP_LAST}), got {d.retention!r}",
     )
     return found
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from . import permissions, runbooks, store
-from .clock import ensure_aware_utc
+from .clock import ensure_aware_utc, later
 from .conf import get_settings
 from .declarations import Declaration
 from .exceptions import JobsError
@@ -212,8 +212,8 @@ def upsert_schedule(
 ) -> Schedule:
     """Create or change a run-time schedule (for example one per tenant), validated like a
     declared one (build ``declaration`` with ``schedule(..., register=False)``)."""
-    if not reason or not reason.strip():
-        raise ValueError(f"schedule {declaration.key!r}: reason: is required")
+    reason = _need_reason(reason, f"schedule {declaration.key!r}")
+    actor = _actor_name(actor)
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule, _ = _upsert(
@@ -269,7 +269,18 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
 
 
 def _actor_name(actor: Any) -> str:
-    return str(getattr(actor, "username", actor))
+    name = str(getattr(actor, "username", actor))
+    if not name.strip() or len(name) > 200 or not _printable(name):
+        raise JobsError(
+            f"actor: a name of 1-200 printable characters is needed for the audit record, "
+            f"got {name[:50]!r}{'...' if len(name) > 50 else ''}"
+        )
+    return name
+
+
+def _printable(text: str) -> bool:
+    # PostgreSQL refuses NUL in text; other control characters garble audit trails and logs.
+    return all(ch.isprintable() or ch in "\n\t" for ch in text)
 
 
 def _need_reason(reason: str, what: str) -> str:
@@ -277,6 +288,8 @@ def _need_reason(reason: str, what: str) -> str:
         raise JobsError(f"{what}: reason: say why (it is kept in the audit record)")
     if len(reason) > 2000:
         raise JobsError(f"{what}: reason: at most 2000 characters, got {len(reason)}")
+    if not _printable(reason):
+        raise JobsError(f"{what}: reason: must not contain NUL or other control characters")
     return reason.strip()
 
 
@@ -294,6 +307,7 @@ class ScheduleReport:
 
 def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> ScheduleReport:
     """The record, its state, its next runs and its recent occurrences with outcomes."""
+    now = ensure_aware_utc(now, name="now")
     permissions.require(actor, "view", schedule)
     recent = list(schedule.occurrences.order_by("-scheduled_at")[:10])
     oldest = (
@@ -303,8 +317,8 @@ def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> Schedu
         .first()
     )
     try:
-        upcoming = timings.from_record(schedule).between(now, now + timedelta(days=7))[:5]
-    except ValueError:
+        upcoming = timings.from_record(schedule).between(now, later(now, timedelta(days=7)))[:5]
+    except (ValueError, OverflowError):  # a record the planner parks as invalid
         upcoming = []
     return ScheduleReport(
         schedule=schedule,
@@ -325,6 +339,7 @@ def replay(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) ->
     command's idempotency scope is unchanged. For a dead, failed, skipped, completed or
     cancelled occurrence; the next claim runs it as attempt N+1, trigger ``manual``."""
     reason = _need_reason(reason, f"replay of occurrence {occurrence.pk}")
+    now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(occurrence.schedule)
         permissions.require(actor, "replay", schedule)
@@ -361,6 +376,7 @@ def disable(
     already running finishes, unless ``cancel_running``: then its lease ends here and the
     replica running it stops it at its next renewal. Nothing is deleted."""
     reason = _need_reason(reason, f"disabling {schedule}")
+    now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "disable", schedule)
@@ -391,6 +407,7 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
     """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
     pass and decided by its misfire policy."""
     reason = _need_reason(reason, f"enabling {schedule}")
+    now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "disable", schedule)
@@ -425,6 +442,7 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
 def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Occurrence:
     """An extra occurrence at the current instant (its own identity), trigger ``manual``."""
     reason = _need_reason(reason, f"run-now of {schedule}")
+    now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "run", schedule)
@@ -450,6 +468,7 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
 
 def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
     """Delete the schedule's finished occurrences beyond its retention Limit, in batches."""
+    now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         permissions.require(actor, "purge", schedule)
         batch = get_settings().PURGE_BATCH_SIZE

@@ -532,7 +532,10 @@ def purge_batch(schedule_id: int, *, now: datetime, batch_size: int) -> int:
         WITH lim AS (SELECT keep_for, keep_last FROM {LIM} WHERE schedule_id = %(schedule)s),
         cutoff AS (
             SELECT GREATEST(
-                (SELECT %(now)s::timestamptz - keep_for FROM lim),
+                -- A keep_for reaching before the earliest timestamp keeps everything (NULL)
+                -- instead of failing the purge with "timestamp out of range".
+                (SELECT CASE WHEN keep_for < %(now)s::timestamptz - '4713-01-01 00:00+00 BC'
+                        THEN %(now)s::timestamptz - keep_for END FROM lim),
                 -- OFFSET NULL means no offset, so guard a missing keep_last explicitly.
                 (SELECT o.scheduled_at FROM {OCC} o, lim
                  WHERE o.schedule_id = %(schedule)s AND lim.keep_last IS NOT NULL

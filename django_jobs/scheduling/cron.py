@@ -26,6 +26,7 @@ ALIASES = {
 # Far more wall times than any evaluation window holds (a per-minute cron over 60 days is
 # 86,400): a bound on the loop, never a limit a real schedule meets.
 MAX_ITERATIONS = 200_000
+MAX_LENGTH = 200  # the width of Schedule.cron
 
 
 class InvalidCron(ValueError):
@@ -42,6 +43,8 @@ def normalise(expr: str) -> str:
         raise InvalidCron(
             f"{expr!r} is not a five-field cron expression (minute hour day month weekday)"
         )
+    if len(text) > MAX_LENGTH:
+        raise InvalidCron(f"a cron expression must be at most {MAX_LENGTH} characters")
     if not croniter.is_valid(text):
         raise InvalidCron(f"{expr!r} is not a valid cron expression")
     try:

@@ -6,6 +6,12 @@ import enum
 from dataclasses import dataclass
 from datetime import timedelta
 
+# The longest duration a schedule field may name (intervals, delays, timeouts, backoff,
+# retention): a century, so that an instant plus any of them stays a valid datetime.
+MAX_DURATION = timedelta(days=36525)
+# The most attempts an occurrence may be given (a bounded retry budget, spec "bound job retries").
+MAX_ATTEMPTS = 10_000
+
 
 class Misfire(enum.StrEnum):
     """What happens to occurrences found later than their schedule's ``max_delay``."""
@@ -72,12 +78,23 @@ class Retry:
     def problems(self) -> list[tuple[str, str]]:
         """(field, message) for each invalid part; empty when valid."""
         found = []
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            found.append(("retry.max_attempts", f"must be 1 or more, got {self.max_attempts!r}"))
+        attempts = self.max_attempts
+        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
+            found.append(("retry.max_attempts", f"must be 1 or more, got {attempts!r}"))
+        elif attempts > MAX_ATTEMPTS:
+            found.append(
+                ("retry.max_attempts", f"must be at most {MAX_ATTEMPTS}, got {attempts!r}")
+            )
         for name in ("backoff", "max_backoff"):
             value = getattr(self, name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                found.append((f"retry.{name}", f"must be a timedelta of 0 or more, got {value!r}"))
+            if not isinstance(value, timedelta) or not timedelta(0) <= value <= MAX_DURATION:
+                found.append(
+                    (
+                        f"retry.{name}",
+                        f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, "
+                        f"got {value!r}",
+                    )
+                )
         return found
 
 

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from ..clock import ensure_aware_utc
 from . import cron as cronlib
-from .policies import RepeatedTime, SkippedTime, TimingKind
+from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
 from .zones import resolve, zone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -175,6 +175,10 @@ class Every:
             )
         if self.interval < timedelta(seconds=1):
             raise InvalidTiming("timing.interval", f"must be 1 second or more, got {self.interval}")
+        if self.interval > MAX_DURATION:
+            raise InvalidTiming(
+                "timing.interval", f"must be at most {MAX_DURATION.days} days, got {self.interval}"
+            )
         try:
             object.__setattr__(self, "anchor", ensure_aware_utc(self.anchor, name="anchor"))
         except (ValueError, AttributeError) as exc:
@@ -268,9 +272,11 @@ class After:
     def validate(self) -> Self:
         if self._valid:
             return self
-        if not isinstance(self.delay, timedelta) or self.delay < timedelta(0):
+        if not isinstance(self.delay, timedelta) or not timedelta(0) <= self.delay <= MAX_DURATION:
             raise InvalidTiming(
-                "timing.after", f"must be a timedelta of 0 or more, got {self.delay!r}"
+                "timing.after",
+                f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, "
+                f"got {self.delay!r}",
             )
         if self.created_at is not None:
             object.__setattr__(

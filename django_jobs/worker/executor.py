@@ -24,12 +24,12 @@ from django.db import (
 )
 
 from .. import store
-from ..clock import Clock
+from ..clock import Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
 from ..models import AttemptOutcome, Schedule
 from ..registry import Registry
-from ..safe_error import SafeError
+from ..safe_error import SafeError, loggable
 from ..store import Lease
 from .outage import Backoff
 from .retry import backoff_delay
@@ -173,7 +173,11 @@ def record_failure(
 
 
 def _safe(exc: BaseException, ctx: Execution) -> SafeError:
-    return SafeError.from_exception(exc, max_chars=ctx.settings.ERROR_MESSAGE_MAX_CHARS)
+    return SafeError.from_exception(
+        exc,
+        max_chars=ctx.settings.ERROR_MESSAGE_MAX_CHARS,
+        patterns=ctx.settings.REDACT_PATTERNS,
+    )
 
 
 def _dead(
@@ -205,7 +209,7 @@ def _retry(
     )
 
     def write(lease: Lease, now: datetime) -> bool:
-        return store.fail(lease, now=now, error=error, retry_at=now + delay, outcome=outcome)
+        return store.fail(lease, now=now, error=error, retry_at=later(now, delay), outcome=outcome)
 
     result = _write(active, ctx, write, Outcome.RETRY)
     if result == Outcome.RETRY:
@@ -257,6 +261,10 @@ def _write(
         except STORE_OUTAGE as exc:
             close_old_connections()
             if ctx.clock.now() >= active.lease.expires_at or ctx.stop_writing.is_set():
-                log.error("outcome.unwritten", outcome=success.value, error=str(exc)[:200])
+                log.error(
+                    "outcome.unwritten",
+                    outcome=success.value,
+                    error=loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200),
+                )
                 return Outcome.UNWRITTEN
             ctx.stop_writing.wait(backoff.next_delay())

@@ -11,6 +11,7 @@ from django.db import connections
 
 from .. import store
 from ..clock import Clock
+from ..safe_error import loggable
 from .executor import STORE_OUTAGE, ActiveRun, CancelReason
 
 log = structlog.get_logger("django_jobs.worker")
@@ -32,6 +33,7 @@ class LeaseKeeper(threading.Thread):
         clock: Clock,
         lease_for: timedelta,
         active: Callable[[], list[ActiveRun]],
+        patterns: tuple[str, ...] = (),
     ) -> None:
         super().__init__(name="django_jobs-lease-keeper", daemon=True)
         self.owner, self.clock, self.lease_for, self.active = owner, clock, lease_for, active
@@ -39,6 +41,7 @@ class LeaseKeeper(threading.Thread):
         # Stop a run this long before its lease expires when renewal keeps failing.
         self.margin = lease_for / 6
         self.stopped = threading.Event()
+        self.patterns = patterns  # REDACT_PATTERNS, for logged errors
 
     def run(self) -> None:
         try:
@@ -64,7 +67,7 @@ class LeaseKeeper(threading.Thread):
                         "lease.unrenewable",
                         occurrence=str(r.lease.occurrence_id),
                         token=r.lease.token,
-                        error=str(exc)[:200],
+                        error=loggable(exc, patterns=self.patterns, max_chars=200),
                     )
                     r.cancel_for(CancelReason.LEASE_LOST)
             return

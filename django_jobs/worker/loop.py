@@ -18,11 +18,12 @@ import structlog
 from django.db import DatabaseError, close_old_connections, connections
 
 from .. import store
-from ..clock import Clock, SystemClock
+from ..clock import Clock, SystemClock, later
 from ..conf import JobsSettings, get_settings
 from ..exceptions import Cancelled
 from ..models import AttemptOutcome, ReplicaState, Schedule
 from ..registry import Registry, registry
+from ..safe_error import loggable
 from .executor import (
     STORE_OUTAGE,
     ActiveRun,
@@ -108,7 +109,7 @@ class Worker:
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._outcomes: Counter[str] = Counter()
         self.wakeup = Wakeup(conninfo_from_django() if listen else None)
-        self.outage = OutageLog(self.clock)
+        self.outage = OutageLog(self.clock, patterns=self.settings.REDACT_PATTERNS)
         # Retry a lost store every 0.5 s, 1 s, 2 s ... at most 5 s apart: back within seconds.
         self._backoff = Backoff(base=0.5, cap=5.0)
         self._next_heartbeat = self.started_at
@@ -117,6 +118,7 @@ class Worker:
             clock=self.clock,
             lease_for=self.settings.lease,
             active=self.active_runs,
+            patterns=self.settings.REDACT_PATTERNS,
         )
 
     # --- shared state ---------------------------------------------------------------
@@ -190,7 +192,7 @@ class Worker:
         return len(leases), asked
 
     def _start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
-        active = ActiveRun(lease=lease, schedule=schedule, deadline=now + schedule.timeout)
+        active = ActiveRun(lease=lease, schedule=schedule, deadline=later(now, schedule.timeout))
         with self._lock:
             self._active[lease.occurrence_id] = active
         log.info(
@@ -221,7 +223,12 @@ class Worker:
                 del self._active[active.lease.occurrence_id]
         exc = future.exception()
         if exc is not None:
-            log.error("run.crashed", occurrence=str(active.lease.occurrence_id), error=repr(exc))
+            log.error(
+                "run.crashed",
+                occurrence=str(active.lease.occurrence_id),
+                error_type=type(exc).__name__,
+                error=self._loggable(exc),
+            )
         elif not active.abandoned:
             self._outcomes[future.result().value] += 1
         self.wakeup.poke()
@@ -292,7 +299,7 @@ class Worker:
             except STORE_OUTAGE as exc:
                 if _serialization_conflict(exc):
                     # A deadlock victim or serialization failure: the store is up; go again.
-                    log.warning("worker.pass_conflict", error=str(exc).strip()[:300])
+                    log.warning("worker.pass_conflict", error=self._loggable(exc))
                     close_old_connections()
                     continue
                 self.outage.failed(exc)
@@ -303,7 +310,11 @@ class Worker:
             except DatabaseError as exc:
                 # Not an outage (a deadlock victim, a constraint): log it and try again shortly;
                 # a worker never dies of one bad pass.
-                log.error("worker.pass_failed", error_type=type(exc).__name__, error=str(exc)[:300])
+                log.error(
+                    "worker.pass_failed",
+                    error_type=type(exc).__name__,
+                    error=self._loggable(exc),
+                )
                 close_old_connections()
                 self.wakeup.wait(self._backoff.next_delay())
                 continue
@@ -404,11 +415,14 @@ class Worker:
         log.info("worker.stopped", exit_code=self.exit_code)
         return self.exit_code
 
+    def _loggable(self, exc: BaseException) -> str:
+        return loggable(exc, patterns=self.settings.REDACT_PATTERNS)
+
     def _try(self, action: Callable[[], object]) -> None:
         try:
             action()
         except STORE_OUTAGE as exc:
-            log.error("store.unavailable", during="shutdown", error=str(exc)[:200])
+            log.error("store.unavailable", during="shutdown", error=self._loggable(exc))
 
 
 __all__ = ["EXIT_RESTART", "Outcome", "PassSummary", "Worker", "default_replica_id"]

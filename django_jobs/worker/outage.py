@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from ..clock import Clock
+from ..safe_error import loggable
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -32,8 +33,15 @@ class OutageLog:
     number of errors it suppressed, then one recovery event. An outage of any length writes
     ``2 + duration / interval`` lines."""
 
-    def __init__(self, clock: Clock, *, interval: timedelta = timedelta(seconds=30)) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        interval: timedelta = timedelta(seconds=30),
+        patterns: tuple[str, ...] = (),
+    ) -> None:
         self.clock = clock
+        self.patterns = patterns
         self.interval = interval
         self.since: datetime | None = None
         self._last_line: datetime | None = None
@@ -47,9 +55,10 @@ class OutageLog:
     def failed(self, exc: BaseException) -> None:
         now = self.clock.now()
         self.errors += 1
-        detail = (
-            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-        )
+        first_line = (loggable(exc, patterns=self.patterns, max_chars=10_000).splitlines() or [""])[
+            0
+        ]
+        detail = f"{type(exc).__name__}: {first_line}"
         if self.since is None:
             self.since, self._last_line, self._suppressed = now, now, 0
             log.error("store.unavailable", error=detail[:300])

@@ -10,10 +10,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import structlog
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from .. import store
+from ..conf import get_settings
 from ..models import Schedule, SkipReason, Trigger
+from ..safe_error import loggable
 from ..scheduling import planner, timings
 from ..scheduling.policies import Misfire, Overlap
 from ..store import PlannedOccurrence
@@ -42,20 +44,34 @@ def plan_due(*, now: datetime, limit: int = 200) -> PlanPass:
             try:
                 with transaction.atomic():  # a savepoint per schedule
                     decision = plan_schedule(schedule, now=now)
+            except (DataError, IntegrityError) as exc:
+                # A value of this row that the database refuses (an instant plus its max_delay
+                # out of range): the savepoint is rolled back and the schedule parked like any
+                # record that cannot be evaluated, so it never blocks the others' planning.
+                _park(schedule, exc, result)
+                continue
             except DatabaseError:
-                raise  # the store is out: not the schedule's fault
+                raise  # the store is out or a lock conflicted: not the schedule's fault
             except Exception as exc:
-                result.invalid.append(str(schedule))
-                log.error("schedule.invalid", schedule=str(schedule), error=str(exc)[:500])
-                store.advance_schedule(
-                    schedule, last_scheduled_at=schedule.last_scheduled_at, next_due_at=None
-                )
+                _park(schedule, exc, result)
                 continue
             result.planned += len(decision.run) + len(decision.replay) + len(decision.catch_up)
             result.skipped += len(decision.skip) + len(decision.skip_pending)
             if decision.summary:
                 result.skipped += decision.summary.count
     return result
+
+
+def _park(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
+    """Report a schedule whose record cannot be planned and clear its ``next_due_at``."""
+    result.invalid.append(str(schedule))
+    log.error(
+        "schedule.invalid",
+        schedule=str(schedule),
+        error_type=type(exc).__name__,
+        error=loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500),
+    )
+    store.advance_schedule(schedule, last_scheduled_at=schedule.last_scheduled_at, next_due_at=None)
 
 
 def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:

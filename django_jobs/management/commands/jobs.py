@@ -6,7 +6,9 @@ tenant permissions included) and who is named in the audit record.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import socket
 from datetime import timedelta
 from typing import Any
@@ -27,6 +29,37 @@ ACTED = {
     "enable": "enabled",
     "run-now": "planned a run of",
 }
+
+
+# Text arguments checked before anything is looked up: (how the user names it, longest).
+ARGUMENTS = {
+    "key": ("KEY", 200),
+    "tenant": ("--tenant", 100),
+    "actor": ("--actor", 150),
+    "occurrence": ("OCCURRENCE", 100),
+    "reason": ("--reason", 2000),
+}
+
+
+def _check_text(label: str, value: str | None, longest: int) -> None:
+    """Refuse what no record can hold, before it reaches the database (which refuses NUL)."""
+    if value is None:
+        return
+    if len(value) > longest:
+        raise CommandError(f"{label}: at most {longest} characters, got {len(value)}")
+    if not all(ch.isprintable() or ch in "\n\t" for ch in value):
+        raise CommandError(f"{label}: must not contain NUL or other control characters")
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0 or value > 10**9:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
 
 
 class Command(BaseCommand):
@@ -90,7 +123,7 @@ class Command(BaseCommand):
         )
         health.add_argument(
             "--max-age",
-            type=float,
+            type=_seconds,
             default=None,
             help="Seconds without a heartbeat that count as dead (default: 3 x HEARTBEAT_SECONDS).",
         )
@@ -99,6 +132,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = options["subcommand"].replace("-", "_")
+        for option, (label, longest) in ARGUMENTS.items():
+            _check_text(label, options.get(option), longest)
         try:
             getattr(self, f"_{name}")(options)
         except JobsError as exc:
