@@ -266,8 +266,10 @@ def test_runworker_once_syncs_declared_schedules_runs_due_work_and_exits(capsys)
     out = capsys.readouterr().out
     assert "django_jobs worker cli-replica started" in out
     # The example project's billing app declares four schedules; its one-off runs at once.
+    # (The real clock runs on: on a slow machine a heartbeat may come due during the passes.)
     assert "schedules synced: 4 created, 0 updated, 0 retired, 0 unchanged" in out
-    assert "ran 2 occurrence(s)" in out
+    assert f"ran {Attempt.objects.count()} occurrence(s)" in out
+    assert Occurrence.objects.get(schedule__key="billing.first-statement").state == "completed"
     assert ran == [str(Occurrence.objects.get(schedule=schedule).pk)]
     assert Statement.objects.count() == 1
     assert set(Attempt.objects.values_list("replica", flat=True)) == {"cli-replica"}
