@@ -2,13 +2,15 @@
 
 Chromium comes from Debian (``apt-get install chromium``; ``.ci/run`` installs it), never from
 ``playwright install``. Without it these tests are skipped, unless JOBS_REQUIRE_BROWSER is set
-(CI sets it), in which case they fail. The screenshots they take illustrate docs/operations.md.
+(CI sets it), in which case they fail. With JOBS_SCREENSHOTS=1 they refresh the screenshots
+of docs/operations.md in docs/img/.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +30,13 @@ from .factories import ScheduleFactory
 from .storeutil import claim, plan
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(__file__).resolve().parent.parent / "docs" / "img"
+# The screenshots illustrate docs/operations.md; they are rewritten there only when asked
+# (JOBS_SCREENSHOTS=1), so an ordinary test run leaves the work tree clean.
+SHOTS = (
+    Path(__file__).resolve().parent.parent / "docs" / "img"
+    if os.environ.get("JOBS_SCREENSHOTS")
+    else Path(tempfile.mkdtemp(prefix="django_jobs-screenshots-"))
+)
 
 if not Path(CHROMIUM).exists():
     if os.environ.get("JOBS_REQUIRE_BROWSER"):
