@@ -187,8 +187,9 @@ def claim(
               AND s.enabled AND s.status = 'active'
               AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
               AND NOT (s.key = ANY(%(excluded)s::text[]))
-              -- A missed run waits for the planner to apply the misfire policy.
-              AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule'
+              -- A run missed before it ever started waits for the planner to apply the
+              -- misfire policy. One that started and was released on shutdown is resumed.
+              AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
                        AND o.scheduled_at + s.max_delay < %(now)s)
               -- Overlap skip/queue: one processing occurrence per schedule at a time. The
               -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
@@ -599,7 +600,7 @@ def missed_unstarted(schedule: Schedule, *, now: datetime) -> list[datetime]:
     sql = f"""
         SELECT scheduled_at FROM {OCC}
         WHERE schedule_id = %(schedule)s AND state = 'scheduled' AND trigger = 'schedule'
-          AND scheduled_at + %(max_delay)s < %(now)s
+          AND attempts = 0 AND scheduled_at + %(max_delay)s < %(now)s
         ORDER BY scheduled_at
     """
     rows = _rows(sql, {"schedule": schedule.pk, "max_delay": schedule.max_delay, "now": now})

@@ -174,6 +174,31 @@ def test_released_work_is_claimable_at_once_by_another_replica_and_not_a_failure
     assert Attempt.objects.get(number=1).outcome == AttemptOutcome.RELEASED
 
 
+@pytest.mark.parametrize("overlap", ["allow", "queue", "skip"])
+def test_work_released_after_its_max_delay_is_resumed_not_left_for_the_misfire_planner(
+    overlap: str,
+) -> None:
+    """Found by the fault campaign (seed 7, machine PostgreSQL): a run started on time, then
+    released by a SIGTERM after ``max_delay`` had passed, was excluded from claims as 'missed'
+    while the planner (which decides only never-started rows) left it alone: stuck forever."""
+    schedule = ScheduleFactory.create(max_delay=timedelta(seconds=30), overlap=overlap)
+    plan(schedule, T0, now=T0)
+    (lease,) = claim("draining", T0)
+    later = T0 + timedelta(minutes=5)
+    store.release([lease], now=later)
+    assert store.missed_unstarted(schedule, now=later) == []
+    (resumed,) = claim("other", later)
+    assert (resumed.occurrence_id, resumed.attempt) == (lease.occurrence_id, 2)
+
+
+def test_a_never_started_run_past_its_max_delay_still_waits_for_the_misfire_planner() -> None:
+    schedule = ScheduleFactory.create(max_delay=timedelta(seconds=30))
+    plan(schedule, T0, now=T0)
+    later = T0 + timedelta(minutes=5)
+    assert claim("late", later) == []
+    assert store.missed_unstarted(schedule, now=later) == [T0]
+
+
 def test_renew_extends_the_lease_and_keeps_it_from_being_taken() -> None:
     schedule = ScheduleFactory.create()
     plan(schedule, T0, now=T0)
