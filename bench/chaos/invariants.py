@@ -86,7 +86,8 @@ def check_all(
     _tokens(found, attempts)
     _drains(found, attempts, lives)
     _takeovers(found, attempts, faults)
-    _lateness(found, occurrences, attempts)
+    _lateness(found, schedules, occurrences, attempts)
+    _replica_logs(found, lives)
     _outage_logging(found, faults, lives)
     _replica_exits(found, lives)
     return found
@@ -264,17 +265,46 @@ def _takeovers(
 
 def _lateness(
     found: Findings,
+    schedules: dict[Any, SimpleNamespace],
     occurrences: dict[tuple[Any, datetime], tuple[Any, ...]],
     attempts: dict[Any, list[tuple[Any, ...]]],
 ) -> None:
-    late = [
-        (attempts[oid][0][3] - at).total_seconds()
-        for (_, at), (oid, state, *_rest) in occurrences.items()
-        if state == "completed" and attempts.get(oid)
-    ]
+    """Start lateness of completed occurrences: first attempt's start minus the scheduled
+    instant, overall and per schedule (queued runs wait for their predecessors by design)."""
+    by_key: dict[str, list[float]] = defaultdict(list)
+    for (sid, at), (oid, state, *_rest) in occurrences.items():
+        if state == "completed" and attempts.get(oid):
+            by_key[schedules[sid].key].append((attempts[oid][0][3] - at).total_seconds())
+    late = [value for values in by_key.values() for value in values]
     found.figures["start_lateness_p50_s"] = percentile(late, 50)
     found.figures["start_lateness_p99_s"] = percentile(late, 99)
     found.figures["worst_lateness_s"] = max(late) if late else None
+    found.figures["lateness_by_schedule"] = {
+        key: {
+            "p50_s": percentile(values, 50),
+            "p99_s": percentile(values, 99),
+            "worst_s": max(values),
+            "overlap": next(s.overlap for s in schedules.values() if s.key == key),
+        }
+        for key, values in sorted(by_key.items())
+    }
+
+
+def _replica_logs(found: Findings, lives: list[Incarnation]) -> None:
+    """What the replicas' own logs add: writes refused by ``run.atomic()``'s token check
+    before they committed, and how well each life corrected its host clock's skew."""
+    refused, residual = 0, 0.0
+    for life in lives:
+        for event in life.events():
+            if event.get("event") == "lease.lost":
+                refused += 1
+            elif event.get("event") == "clock.synced" and life.skew_seconds:
+                # The measured offset cancels the injected skew: what is left is the error.
+                error_ms = abs(event["offset_ms"] + life.skew_seconds * 1000)
+                residual = max(residual, error_ms)
+    found.figures["stale_runs_stopped_before_commit"] = refused
+    found.figures["skewed_lives"] = sum(1 for life in lives if life.skew_seconds)
+    found.figures["clock_skew_residual_max_ms"] = round(residual, 2)
 
 
 def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnation]) -> None:

@@ -56,7 +56,11 @@ def markdown(report: dict[str, Any]) -> str:
         ("duplicate effects (must be 0)", "duplicate_effects"),
         ("duplicate completions (must be 0)", "duplicate_completions"),
         ("lost occurrences (must be 0)", "lost"),
-        ("stale completions refused", "stale_completions_refused"),
+        ("stale completions refused at the fenced write (fenced_out)", "stale_completions_refused"),
+        (
+            "stale runs stopped by the token check before commit (lease.lost)",
+            "stale_runs_stopped_before_commit",
+        ),
         ("outside calls applied once", "outside_calls_applied"),
         (
             "outside calls delivered again (absorbed by the idempotency key)",
@@ -69,10 +73,22 @@ def markdown(report: dict[str, Any]) -> str:
         ("start lateness p99 (s)", "start_lateness_p99_s"),
         ("worst start lateness (s)", "worst_lateness_s"),
         ("replicas drained by SIGTERM", "sigterm_drains"),
+        ("replica lives with a skewed clock", "skewed_lives"),
+        ("largest clock error left after the start-up sync (ms)", "clock_skew_residual_max_ms"),
         ("replica lives", "replica_lives"),
         ("most outage log lines of one replica", "outage_log_lines_max_per_replica"),
     ]:
         lines.append(f"| {label} | {_fmt(f.get(key))} |")
+    lines += [
+        "",
+        "| schedule | overlap | lateness p50 (s) | p99 (s) | worst (s) |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{key}` | {row['overlap']} | {_fmt(row['p50_s'])} | {_fmt(row['p99_s'])}"
+        f" | {_fmt(row['worst_s'])} |"
+        for key, row in f.get("lateness_by_schedule", {}).items()
+    ]
     lines += ["", "| invariant | violations |", "|---|---|"]
     lines += [f"| {name} | {n} |" for name, n in report["violation_counts"].items()]
     for name, problems in report["violations"].items():
