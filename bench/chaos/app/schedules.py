@@ -13,14 +13,15 @@ QUICK_RETRY = Retry(max_attempts=5, backoff=S, max_backoff=2 * S)
 
 
 def schedule(key: str, **fields: Any) -> None:
-    """Every campaign schedule has the same owners and retention."""
+    """Every campaign schedule has the same owners and retention, and unless it says
+    otherwise the same retries, timeout and catch-up cap."""
     declare(
         key,
         operating_owner="chaos-campaign",
         record_owner="reliability@example.com",
         status="active",
         retention=timedelta(days=7),
-        **fields,
+        **{"retry": QUICK_RETRY, "timeout": 30 * S, "max_catchup": 1000, **fields},
     )
 
 
@@ -31,8 +32,6 @@ schedule(
     max_delay=5 * S,
     misfire=Misfire.SKIP,
     overlap=Overlap.ALLOW,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 schedule(
     "chaos.outside",
@@ -40,10 +39,7 @@ schedule(
     timing=every(2 * S),
     max_delay=5 * S,
     misfire=Misfire.REPLAY_ALL,
-    max_catchup=1000,
     overlap=Overlap.ALLOW,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 schedule(
     "chaos.minute",
@@ -52,8 +48,6 @@ schedule(
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ONCE,
     overlap=Overlap.SKIP,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 # Business-local, in a zone with a half-hour offset.
 schedule(
@@ -62,10 +56,7 @@ schedule(
     timing=cron("*/2 * * * *", zone="Asia/Kolkata", skipped="shift", repeated="first"),
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ALL,
-    max_catchup=1000,
     overlap=Overlap.QUEUE,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 # Long runs that overlap the next occurrence: skipped, or queued behind it.
 schedule(
@@ -75,8 +66,6 @@ schedule(
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ONCE,
     overlap=Overlap.SKIP,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 schedule(
     "chaos.long-queue",
@@ -84,10 +73,7 @@ schedule(
     timing=every(6 * S),
     max_delay=30 * S,
     misfire=Misfire.REPLAY_ALL,
-    max_catchup=1000,
     overlap=Overlap.QUEUE,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 schedule(
     "chaos.flaky",
@@ -95,10 +81,7 @@ schedule(
     timing=every(3 * S),
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ALL,
-    max_catchup=1000,
     overlap=Overlap.ALLOW,
-    retry=QUICK_RETRY,
-    timeout=30 * S,
 )
 schedule(
     "chaos.doomed",
@@ -106,8 +89,6 @@ schedule(
     timing=every(10 * S),
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ALL,
-    max_catchup=1000,
     overlap=Overlap.ALLOW,
     retry=Retry(max_attempts=2, backoff=S, max_backoff=S),
-    timeout=30 * S,
 )
