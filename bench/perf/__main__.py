@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import ceiling, idle, planner, thundering
+from . import ceiling, idle, peer, planner, thundering
 
-SCENARIOS = ("ceiling", "thundering", "atomic", "idle", "sustained", "planner")
+SCENARIOS = ("ceiling", "thundering", "atomic", "procrastinate", "idle", "sustained", "planner")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -105,7 +105,16 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         )
         add("no-op: commits per occurrence", row["commits_per_occurrence"], 1.2, at_most=True)
         add("no-op: peak RSS of a replica (MB)", row["peak_rss_mb"], 150, at_most=True)
-    add("no-op: throughput as a multiple of procrastinate's", None, 20, at_most=False)
+    peers = {row["schedules"]: row for row in results.get("procrastinate", [])}
+    ours = biggest.get("thundering")
+    theirs = peers.get(ours["schedules"]) if ours else None
+    add(
+        f"no-op S={ours['schedules'] if ours else '?'}: throughput as a multiple of"
+        " procrastinate's",
+        ours["per_second"] / theirs["per_second"] if ours and theirs else None,
+        20,
+        at_most=False,
+    )
     if "atomic" in biggest:
         add(
             "atomic: commits per occurrence",
@@ -173,6 +182,18 @@ def main(argv: list[str] | None = None) -> int:
                         log_dir=logs,
                     ),
                 )
+    if "procrastinate" in args.scenarios:
+        for count in args.schedules:
+            record(
+                "procrastinate",
+                peer.run(
+                    db,
+                    schedules=count,
+                    replicas=args.replicas,
+                    concurrency=args.concurrency,
+                    log_dir=logs,
+                ),
+            )
     if "idle" in args.scenarios:
         record(
             "idle",

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+
 from ..postgres import Database
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -20,16 +22,27 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def postgres_pids() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "comm").read_text().strip() in ("postgres", "postmaster"):
-                    pids.append(int(entry.name))
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                continue
-    return pids
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+
+
+def postgres_pids(db: Database) -> list[int]:
+    """The server's postmaster and its children (backends, WAL writer, checkpointer...), found
+    from one of our own backends; other servers on the machine are left out."""
+    with psycopg.connect(db.url) as conn:  # the backend must live while we look it up
+        ((backend,),) = conn.execute("SELECT pg_backend_pid()").fetchall()
+        postmaster = _parent(int(backend))
+    if not postmaster:
+        raise RuntimeError("cannot see PostgreSQL's processes: is the server on this machine?")
+    children = [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _parent(int(entry.name)) == postmaster
+    ]
+    return [postmaster, *children]
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -57,7 +70,7 @@ class Counters:
         return cls(
             commits=int(commits),
             wal_bytes=int(wal),
-            postgres_cpu=sum(cpu_seconds(pid) for pid in postgres_pids()),
+            postgres_cpu=sum(cpu_seconds(pid) for pid in postgres_pids(db)),
             workers_cpu=sum(cpu_seconds(pid) for pid in worker_pids),
         )
 

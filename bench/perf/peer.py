@@ -1,0 +1,118 @@
+"""Side by side: procrastinate (the nearest Python peer) on the same server, in the same run,
+with the same S due at the same second, W worker processes x C concurrency, a no-op task."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..postgres import ROOT, Database
+from .measure import Counters, peak_rss_mb
+from .thundering import percentile, wait_for
+
+VENV = ROOT / "bench" / ".peer-venv"
+RELEASE = "procrastinate==3.10.0"  # the latest release when this benchmark was written
+
+
+def python() -> Path:
+    """The benchmark's own virtualenv with procrastinate, made on first use."""
+    binary = VENV / "bin" / "python"
+    if not binary.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run(
+            [str(binary), "-m", "pip", "install", "-q", RELEASE], check=True, timeout=600
+        )
+    return binary
+
+
+def _env(db: Database, schedules: int, due: datetime) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": db.url,
+        "PEER_SCHEDULES": str(schedules),
+        "PEER_DUE": str(due.timestamp()),
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+def run(
+    db: Database, *, schedules: int, replicas: int, concurrency: int, log_dir: Path
+) -> dict[str, Any]:
+    binary = python()
+    cli = [str(binary), "-m", "procrastinate", "--app=bench.perf.peer_app.app"]
+    due = (datetime.now(UTC) + timedelta(seconds=8 + schedules / 2000)).replace(microsecond=0)
+    env = _env(db, schedules, due)
+    subprocess.run([*cli, "schema", "--apply"], env=env, check=True, capture_output=True)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = []
+    for n in range(1, replicas + 1):
+        with (log_dir / f"procrastinate-{n}.log").open("w") as log:
+            processes.append(
+                subprocess.Popen(
+                    [*cli, "worker", "--concurrency", str(concurrency)],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    pids = [p.pid for p in processes]
+    try:
+        wait_for(
+            lambda: datetime.now(UTC) >= due - timedelta(seconds=0.3),
+            timeout=120,
+            what="the due second",
+        )
+        before = Counters.read(db, pids)
+        wait_for(
+            lambda: (
+                db.rows("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")[0][0]
+                >= schedules
+            ),
+            timeout=1800,
+            what=f"{schedules} procrastinate jobs to succeed",
+            every=0.2,
+        )
+        rss = max(peak_rss_mb(pid) for pid in pids)
+        cpu = Counters.read(db, pids) - before
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+    spent = Counters.read(db, []) - before
+    ((last,),) = db.rows("SELECT max(at) FROM procrastinate_events WHERE type = 'succeeded'")
+    late = [
+        float(s)
+        for (s,) in db.rows(
+            "SELECT extract(epoch FROM e.at) - %s FROM procrastinate_events e"
+            " WHERE e.type = 'started'",
+            [due.timestamp()],
+        )
+    ]
+    makespan = (last - due).total_seconds()
+    return {
+        "scenario": "procrastinate, thundering second (noop)",
+        "schedules": schedules,
+        "replicas": replicas,
+        "concurrency": concurrency,
+        "makespan_s": makespan,
+        "per_second": schedules / makespan,
+        "lateness_p50_s": percentile(late, 50),
+        "lateness_p95_s": percentile(late, 95),
+        "lateness_p99_s": percentile(late, 99),
+        "commits_per_occurrence": spent.commits / schedules,
+        "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
+        "postgres_cpu_s": cpu.postgres_cpu,
+        "workers_cpu_s": cpu.workers_cpu,
+        "peak_rss_mb": rss,
+    }
