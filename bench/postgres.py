@@ -69,7 +69,8 @@ class Database:
             return conn.execute(sql, params).fetchall()
 
     def execute(self, sql: str, params: Any = None) -> None:
-        with psycopg.connect(self.url, connect_timeout=10) as conn:
+        """One statement in autocommit (VACUUM included)."""
+        with psycopg.connect(self.url, connect_timeout=10, autocommit=True) as conn:
             conn.execute(sql, params)
 
     def terminate_backends(self, application_name: str) -> int:

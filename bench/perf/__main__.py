@@ -14,9 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import ceiling, idle, peer, planner, thundering
+from . import bigtable, ceiling, idle, peer, planner, thundering
 
-SCENARIOS = ("ceiling", "thundering", "atomic", "procrastinate", "idle", "sustained", "planner")
+SCENARIOS = (
+    "ceiling",
+    "thundering",
+    "atomic",
+    "procrastinate",
+    "idle",
+    "sustained",
+    "planner",
+    "bigtable",
+)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -38,6 +47,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=int, default=60)
     parser.add_argument("--sustained-schedules", type=int, default=100)
     parser.add_argument("--planner-sizes", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument(
+        "--big-rows",
+        type=int,
+        nargs="+",
+        default=[10_000, 10_000_000],
+        help="sizes of the occurrence table in the big-table scenario",
+    )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
         "--smoke",
@@ -49,6 +65,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.smoke:
         args.schedules, args.idle_seconds, args.sustained_schedules = [200], 5, 20
         args.planner_sizes, args.pgbench_seconds, args.replicas = [2000], 2, 1
+        args.big_rows = [10_000, 50_000]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -124,6 +141,14 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         )
     for row in results.get("idle", []):
         add("idle start lateness p99 (s)", row["lateness_p99_s"], 0.05, at_most=True)
+    tables = results.get("bigtable", [])
+    if len(tables) >= 2:
+        add(
+            f"claim p50 at {tables[-1]['rows']} rows / at {tables[0]['rows']} rows",
+            tables[-1]["claim_p50_ms"] / tables[0]["claim_p50_ms"],
+            2,
+            at_most=True,
+        )
     sizes = results.get("planner", [])
     if len(sizes) >= 2:
         small, large = sizes[0], sizes[-1]
@@ -221,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     if "planner" in args.scenarios:
         for size in args.planner_sizes:
             record("planner", planner.run(db, schedules=size))
+    if "bigtable" in args.scenarios:
+        for rows in args.big_rows:
+            record("bigtable", bigtable.run(db, rows=rows))
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,
