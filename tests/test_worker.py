@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -333,3 +334,39 @@ def test_a_handler_that_leaves_a_transaction_open_does_not_poison_the_next_run(c
     leaky_occurrence = Occurrence.objects.get(schedule=leaky_schedule)
     assert leaky_occurrence.state == OccurrenceState.FAILED
     assert "returned with a database transaction still open" in leaky_occurrence.last_error_message
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_thread_keeps_its_connection_between_runs_unless_a_run_broke_it(clock) -> None:
+    """One connection per run thread, not one per run (CONN_MAX_AGE=0 does not apply to the
+    worker's threads); a run that leaves its connection unusable gets it replaced."""
+    jobs = Registry()
+    backends: list[int] = []
+
+    def note_backend(run: Run) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            backends.append(cursor.fetchone()[0])
+
+    def kill_own_backend(run: Run) -> None:
+        note_backend(run)
+        with connection.cursor() as cursor, contextlib.suppress(Exception):
+            # The handler swallows the error; its connection is dead all the same.
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    jobs.register("tests.note", note_backend)
+    jobs.register("tests.kill", kill_own_backend)
+    schedules = [ScheduleFactory.create(job=job) for job in ("tests.note",) * 2 + ("tests.kill",)]
+    last = ScheduleFactory.create(job="tests.note")
+    for n, schedule in enumerate([*schedules, last]):
+        plan(schedule, T0 + timedelta(seconds=n), now=T0)
+    worker = Worker(replica_id="pooled", clock=clock, jobs=jobs, listen=False, concurrency=1)
+    try:
+        for n in range(4):  # one due occurrence per pass, on the pool's one thread
+            clock.set(T0 + timedelta(seconds=n))
+            worker.run_pass()
+    finally:
+        worker.close()
+    assert len(backends) == 4
+    assert backends[0] == backends[1] == backends[2], "consecutive runs share one connection"
+    assert backends[3] != backends[2], "the connection the third run killed was replaced"

@@ -88,7 +88,7 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
     # Inline runs (tests) execute inside the caller's transaction: leave that connection be.
     outer_transaction = connection.in_atomic_block
     if not outer_transaction:
-        close_old_connections()
+        _keep_or_close_connection()
     structlog.contextvars.bind_contextvars(
         schedule=str(schedule),
         occurrence=str(lease.occurrence_id),
@@ -103,7 +103,19 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
     finally:
         structlog.contextvars.clear_contextvars()
         if not outer_transaction:
-            close_old_connections()
+            _keep_or_close_connection()
+
+
+def _keep_or_close_connection() -> None:
+    """Check this run thread's connection between runs: closed if a run left it broken (an
+    error made it unusable, or autocommit was left off), kept for the next run otherwise.
+
+    Run threads belong to the worker, so ``CONN_MAX_AGE`` (a setting for request handling,
+    which defaults to closing after every request) does not apply to them: reconnecting for
+    every run cost a connection and a ``set_config`` per occurrence.
+    """
+    connection.close_at = None
+    connection.close_if_unusable_or_obsolete()
 
 
 def _drop_leaked_transaction() -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import secrets
@@ -15,7 +16,8 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 import structlog
-from django.db import DatabaseError, close_old_connections, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, close_old_connections, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import store
 from ..clock import Clock, SystemClock, later
@@ -108,6 +110,7 @@ class Worker:
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._outcomes: Counter[str] = Counter()
+        self._run_connections: dict[int, BaseDatabaseWrapper] = {}
         self.wakeup = Wakeup(conninfo_from_django() if listen else None)
         self.outage = OutageLog(self.clock, patterns=self.settings.REDACT_PATTERNS)
         # Retry a lost store every 0.5 s, 1 s, 2 s ... at most 5 s apart: back within seconds.
@@ -212,10 +215,23 @@ class Worker:
         future.add_done_callback(functools.partial(self._finished, active))
 
     def _run_in_thread(self, active: ActiveRun) -> Outcome:
+        # The thread's connection stays open for its next run (``execute`` closes it when a
+        # run broke it); the worker closes them all when it stops.
         try:
             return execute(active, self._execution)
         finally:
-            connections.close_all()
+            wrapper = connections[DEFAULT_DB_ALIAS]
+            with self._lock:
+                self._run_connections[id(wrapper)] = wrapper
+
+    def _close_run_connections(self) -> None:
+        """Close the run threads' connections (from this thread: their threads are done)."""
+        with self._lock:
+            wrappers, self._run_connections = list(self._run_connections.values()), {}
+        for wrapper in wrappers:
+            if wrapper.connection is not None:
+                with contextlib.suppress(Exception):
+                    wrapper.connection.close()
 
     def _finished(self, active: ActiveRun, future: Future[Outcome]) -> None:
         with self._lock:
@@ -245,6 +261,7 @@ class Worker:
         if self._keeper.is_alive():
             self._keeper.join(timeout=5)
         self._pool.shutdown(wait=True)
+        self._close_run_connections()
         self.wakeup.close()
 
     def run_pass(self) -> PassSummary:
@@ -410,6 +427,7 @@ class Worker:
         self._keeper.stopped.set()
         self._try(lambda: self._heartbeat(ReplicaState.STOPPED, force=True))
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._close_run_connections()
         self.wakeup.close()
         connections.close_all()
         log.info("worker.stopped", exit_code=self.exit_code)
