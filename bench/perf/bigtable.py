@@ -42,7 +42,9 @@ def _claim_latency(due: int, samples: int) -> list[float]:
     return times
 
 
-def run(db: Database, *, rows: int, due: int = 50, samples: int = 50) -> dict[str, Any]:
+def run(
+    db: Database, *, rows: int, due: int = 50, samples: int = 50, max_batches: int = 20
+) -> dict[str, Any]:
     from django_jobs import store
     from django_jobs.models import Limit, Schedule
 
@@ -68,7 +70,8 @@ def run(db: Database, *, rows: int, due: int = 50, samples: int = 50) -> dict[st
 
     plan_due(now=now)  # the due schedules' occurrences
     claims = _claim_latency(due, samples)
-    # Retention: keep the newest day; everything older goes, batch by batch.
+    # Retention: keep the newest day; everything older goes, batch by batch (the first
+    # ``max_batches`` of them are timed: each batch is one short statement).
     Limit.objects.update_or_create(schedule=history, defaults={"keep_for": timedelta(days=1)})
     batch = 10_000
     batches: list[float] = []
@@ -77,7 +80,7 @@ def run(db: Database, *, rows: int, due: int = 50, samples: int = 50) -> dict[st
         t0 = time.perf_counter()
         removed = store.purge_batch(history.pk, now=now, batch_size=batch)
         batches.append(time.perf_counter() - t0)
-        if removed < batch:
+        if removed < batch or len(batches) >= max_batches:
             break
     return {
         "scenario": "big table",
@@ -88,5 +91,5 @@ def run(db: Database, *, rows: int, due: int = 50, samples: int = 50) -> dict[st
         "purge_batches": len(batches),
         "purge_batch_rows": batch,
         "purge_batch_max_ms": max(batches) * 1000,
-        "purge_s": time.perf_counter() - started,
+        "purge_rows_per_s": sum(1 for _ in batches) * batch / (time.perf_counter() - started),
     }
