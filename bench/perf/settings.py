@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import environ
+import structlog
 
 SECRET_KEY = "benchmarks-only"
 DEBUG = False
@@ -38,3 +39,22 @@ LOGGING = {
     "handlers": {"stderr": {"class": "logging.StreamHandler"}},
     "loggers": {"django_jobs": {"handlers": ["stderr"], "level": "WARNING"}},
 }
+
+# structlog through the standard library, so the WARNING level above applies to it too: the
+# benchmark's own output stays readable.
+structlog.configure(
+    processors=[
+        structlog.stdlib.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+    ],
+    logger_factory=structlog.stdlib.LoggerFactory(),
+    wrapper_class=structlog.stdlib.BoundLogger,
+)
+LOGGING["formatters"] = {
+    "plain": {
+        "()": structlog.stdlib.ProcessorFormatter,
+        "processor": structlog.processors.JSONRenderer(),
+    }
+}
+LOGGING["handlers"]["stderr"]["formatter"] = "plain"  # type: ignore[index]
