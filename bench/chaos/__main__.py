@@ -53,7 +53,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--settle",
         type=float,
         default=180.0,
-        help="how long the faultless end may take to finish due work, in seconds",
+        help="after the faults, how long due work may make no progress before the campaign"
+        " gives up waiting (what is left unfinished is reported as lost), in seconds",
     )
     parser.add_argument(
         "--out",
@@ -83,6 +84,22 @@ def unfinished(db: Database, cutoff: datetime) -> int:
         [cutoff],
     )
     return int(n)
+
+
+def settle(db: Database, cutoff: datetime, *, stall: float) -> None:
+    """Wait until every occurrence due before ``cutoff`` has finished, for as long as the
+    count keeps falling (a queued backlog drains at its own pace); give up after ``stall``
+    seconds without progress and let the checks report what is left."""
+    best, since = unfinished(db, cutoff), time.monotonic()
+    while best:
+        time.sleep(1)
+        left = unfinished(db, cutoff)
+        if left < best:
+            best, since = left, time.monotonic()
+            log(f"settling: {left} occurrence(s) still to finish")
+        elif time.monotonic() - since > stall:
+            log(f"no progress for {stall:.0f} s; {left} occurrence(s) left unfinished")
+            return
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,12 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         for slot in slots:
             if slot.reap() or not slot.alive:
                 slot.start(slot.current.skew_seconds)
-        wait_for(
-            lambda: unfinished(db, cutoff - timedelta(seconds=1)) == 0,
-            timeout=args.settle,
-            what="every occurrence due during the campaign to finish",
-            every=1.0,
-        )
+        settle(db, cutoff - timedelta(seconds=1), stall=args.settle)
     finally:
         for slot in slots:
             if slot.alive:

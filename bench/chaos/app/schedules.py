@@ -70,7 +70,7 @@ schedule(
 schedule(
     "chaos.long-queue",
     job="chaos.long",
-    timing=every(6 * S),
+    timing=every(12 * S),  # runs of 2-8 s: a backlog after a fault drains between runs
     max_delay=30 * S,
     misfire=Misfire.REPLAY_ALL,
     overlap=Overlap.QUEUE,
