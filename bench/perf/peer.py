@@ -44,6 +44,8 @@ def run(
     db: Database, *, schedules: int, replicas: int, concurrency: int, log_dir: Path
 ) -> dict[str, Any]:
     binary = python()
+    # A database of its own on the same server, fresh for every run.
+    db = Database.create(db.url, name="django_jobs_perf_peer")
     cli = [str(binary), "-m", "procrastinate", "--app=bench.perf.peer_app.app"]
     due = (datetime.now(UTC) + timedelta(seconds=8 + schedules / 2000)).replace(microsecond=0)
     env = _env(db, schedules, due)
