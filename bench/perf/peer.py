@@ -13,7 +13,7 @@ from typing import Any
 
 from ..postgres import ROOT, Database
 from .measure import Counters, peak_rss_mb
-from .thundering import percentile, wait_for
+from .thundering import burst_figures, wait_for
 
 VENV = ROOT / "bench" / ".peer-venv"
 RELEASE = "procrastinate==3.10.0"  # the latest release when this benchmark was written
@@ -101,20 +101,14 @@ def run(
             [due.timestamp()],
         )
     ]
-    makespan = (last - due).total_seconds()
-    return {
-        "scenario": "procrastinate, thundering second (noop)",
-        "schedules": schedules,
-        "replicas": replicas,
-        "concurrency": concurrency,
-        "makespan_s": makespan,
-        "per_second": schedules / makespan,
-        "lateness_p50_s": percentile(late, 50),
-        "lateness_p95_s": percentile(late, 95),
-        "lateness_p99_s": percentile(late, 99),
-        "commits_per_occurrence": spent.commits / schedules,
-        "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
-        "postgres_cpu_s": cpu.postgres_cpu,
-        "workers_cpu_s": cpu.workers_cpu,
-        "peak_rss_mb": rss,
-    }
+    return burst_figures(
+        "procrastinate, thundering second (noop)",
+        schedules=schedules,
+        replicas=replicas,
+        concurrency=concurrency,
+        makespan=(last - due).total_seconds(),
+        late=late,
+        spent=spent,
+        cpu=cpu,
+        rss=rss,
+    )

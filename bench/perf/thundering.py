@@ -178,9 +178,34 @@ def run(
     spent = Counters.read(db, []) - before
     ((last,),) = db.rows("SELECT max(finished_at) FROM django_jobs_occurrence")
     late = lateness(db)
-    makespan = (last - due).total_seconds()
+    return burst_figures(
+        f"thundering second ({job.split('.')[1]})",
+        schedules=schedules,
+        replicas=replicas,
+        concurrency=concurrency,
+        makespan=(last - due).total_seconds(),
+        late=late,
+        spent=spent,
+        cpu=cpu,
+        rss=rss,
+    )
+
+
+def burst_figures(
+    scenario: str,
+    *,
+    schedules: int,
+    replicas: int,
+    concurrency: int,
+    makespan: float,
+    late: list[float],
+    spent: Counters,
+    cpu: Counters,
+    rss: float,
+) -> dict[str, Any]:
+    """The row of a thundering-second run, ours or a peer's: the same figures for both."""
     return {
-        "scenario": f"thundering second ({job.split('.')[1]})",
+        "scenario": scenario,
         "schedules": schedules,
         "replicas": replicas,
         "concurrency": concurrency,
