@@ -209,7 +209,10 @@ class Occurrence(models.Model):
 
     # Derived from (tenant, schedule key, scheduled instant): see django_jobs.identity.
     id = models.UUIDField(primary_key=True, editable=False)
-    schedule = models.ForeignKey(Schedule, on_delete=models.PROTECT, related_name="occurrences")
+    # Indexed by the (schedule, scheduled_at) indexes below, which lead with it.
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.PROTECT, related_name="occurrences", db_index=False
+    )
     tenant = models.CharField(max_length=100, blank=True, default="")
     scheduled_at = models.DateTimeField()
 
@@ -256,6 +259,13 @@ class Occurrence(models.Model):
                 condition=Q(state__in=CLAIMABLE_STATES),
             ),
             models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),
+            # The plan pass: a schedule's unfinished occurrences (missed, running), without
+            # walking its history.
+            models.Index(
+                fields=["schedule", "scheduled_at"],
+                name="django_jobs_occurrence_live",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
             models.Index(
                 fields=["schedule", "scheduled_at"],
                 name="django_jobs_occurrence_dead",
@@ -281,8 +291,9 @@ class AttemptOutcome(models.TextChoices):
 class Attempt(models.Model):
     """One claim of an occurrence by a worker, and how it ended."""
 
+    # Indexed by the unique (occurrence, number) constraint below, which leads with it.
     occurrence = models.ForeignKey(
-        Occurrence, on_delete=models.CASCADE, related_name="attempt_history"
+        Occurrence, on_delete=models.CASCADE, related_name="attempt_history", db_index=False
     )
     number = models.PositiveIntegerField()
     fencing_token = models.BigIntegerField()

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
+from django.db import connection, transaction
 
 from .clock import ensure_aware_utc
 from .identity import occurrence_id
@@ -149,6 +149,26 @@ def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUI
     return [row[0] for row in rows]
 
 
+# The costs of disabled plan types would also push the statement past ``jit_above_cost``,
+# and compiling it takes half a second: JIT goes off with them.
+_ORDERED_WALK = ("enable_sort", "enable_bitmapscan", "enable_seqscan", "jit")
+
+
+def _walk_the_due_index() -> list[str]:
+    """Turn off, for the rest of the transaction, the plans that read every due row; return
+    the settings they had (the target list is evaluated left to right)."""
+    reads = ", ".join(f"current_setting('{name}')" for name in _ORDERED_WALK)
+    sets = ", ".join(f"set_config('{name}', 'off', true)" for name in _ORDERED_WALK)
+    return list(_rows(f"SELECT {reads}, {sets}", {})[0][: len(_ORDERED_WALK)])
+
+
+def _restore_planner(previous: list[str]) -> None:
+    sets = ", ".join(
+        f"set_config('{name}', %(p{n})s, true)" for n, name in enumerate(_ORDERED_WALK)
+    )
+    _rows(f"SELECT {sets}", {f"p{n}": value for n, value in enumerate(previous)})
+
+
 def claim(
     *,
     owner: str,
@@ -181,7 +201,13 @@ def claim(
     sql = f"""
         WITH due AS (
             SELECT o.id, o.due_at, o.schedule_id, s.overlap FROM {OCC} o
-            JOIN {SCH} s ON s.id = o.schedule_id
+            -- A lateral lookup the planner cannot turn into a hash join: the claim walks the
+            -- due index in order and stops after ``limit`` rows, however many are due and
+            -- however stale the table's statistics (a burst has just inserted them).
+            CROSS JOIN LATERAL (
+                SELECT id, enabled, status, key, max_delay, overlap FROM {SCH}
+                WHERE id = o.schedule_id OFFSET 0
+            ) s
             WHERE o.state IN ('scheduled', 'failed', 'processing')
               AND o.due_at <= %(now)s
               AND s.enabled AND s.status = 'active'
@@ -265,17 +291,24 @@ def claim(
         SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger, failures
         FROM claimed ORDER BY was_due, id
     """
-    rows = _rows(
-        sql,
-        {
-            "now": now,
-            "expires": expires,
-            "owner": owner,
-            "limit": limit,
-            "tenant": tenant,
-            "excluded": list(exclude_keys),
-        },
-    )
+    with transaction.atomic():
+        # The due index walked in order, whatever the statistics say: right after a burst was
+        # planned they still describe a near-empty table, and the planner would sort every
+        # due row to return the first ``limit``. Settings local to this transaction.
+        previous = _walk_the_due_index()
+        rows = _rows(
+            sql,
+            {
+                "now": now,
+                "expires": expires,
+                "owner": owner,
+                "limit": limit,
+                "tenant": tenant,
+                "excluded": list(exclude_keys),
+            },
+        )
+        if len(connection.atomic_blocks) > 1:
+            _restore_planner(previous)  # inside a caller's transaction: give them back
     return [
         Lease(
             occurrence_id=r[0],
@@ -594,23 +627,57 @@ def lock_schedules_to_plan(*, now: datetime, limit: int) -> list[Schedule]:
     )
 
 
+@dataclass(frozen=True)
+class PlanningContext:
+    """What the planner needs from the occurrence table about the schedules it plans."""
+
+    missed: dict[int, list[datetime]]  # schedule id -> instants that never started, too late
+    running: frozenset[int]  # schedules with an occurrence processing now
+
+
+def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> PlanningContext:
+    """For every schedule of a plan pass, in one statement (the live-rows partial index):
+
+    - its scheduled instants that never started and are now later than its ``max_delay`` (the
+      planner applies the misfire policy to them);
+    - whether one of its occurrences is processing now (asked only of overlap ``skip``
+      schedules, the only policy that needs it).
+    """
+    if not schedules:
+        return PlanningContext({}, frozenset())
+    sql = f"""
+        SELECT o.schedule_id, o.scheduled_at, o.state = 'processing'
+        FROM unnest(%(ids)s::bigint[], %(max_delays)s::interval[], %(ask_running)s::bool[])
+             AS t(id, max_delay, ask_running)
+        JOIN {OCC} o ON o.schedule_id = t.id AND o.state IN ('scheduled', 'failed', 'processing')
+        WHERE (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
+               AND o.scheduled_at + t.max_delay < %(now)s)
+           OR (o.state = 'processing' AND t.ask_running)
+        ORDER BY o.schedule_id, o.scheduled_at
+    """
+    rows = _rows(
+        sql,
+        {
+            "ids": [s.pk for s in schedules],
+            "max_delays": [s.max_delay for s in schedules],
+            "ask_running": [s.overlap == "skip" for s in schedules],
+            "now": ensure_aware_utc(now, name="now"),
+        },
+    )
+    missed: dict[int, list[datetime]] = {}
+    running: set[int] = set()
+    for schedule_id, instant, processing in rows:
+        if processing:
+            running.add(schedule_id)
+        else:
+            missed.setdefault(schedule_id, []).append(instant.astimezone(UTC))
+    return PlanningContext(missed, frozenset(running))
+
+
 def missed_unstarted(schedule: Schedule, *, now: datetime) -> list[datetime]:
     """Scheduled instants of ``schedule`` that never started and are now later than its
     ``max_delay``: the planner applies the misfire policy to them."""
-    sql = f"""
-        SELECT scheduled_at FROM {OCC}
-        WHERE schedule_id = %(schedule)s AND state = 'scheduled' AND trigger = 'schedule'
-          AND attempts = 0 AND scheduled_at + %(max_delay)s < %(now)s
-        ORDER BY scheduled_at
-    """
-    rows = _rows(sql, {"schedule": schedule.pk, "max_delay": schedule.max_delay, "now": now})
-    return [r[0].astimezone(UTC) for r in rows]
-
-
-def has_running(schedule: Schedule) -> bool:
-    """Whether an occurrence of ``schedule`` is processing now."""
-    sql = f"SELECT EXISTS (SELECT 1 FROM {OCC} WHERE schedule_id = %(s)s AND state = 'processing')"
-    return bool(_rows(sql, {"s": schedule.pk})[0][0])
+    return planning_context([schedule], now=now).missed.get(schedule.pk, [])
 
 
 def mark_missed(
@@ -648,6 +715,27 @@ def advance_schedule(
     """Move a schedule's planning recovery point and its next due instant."""
     Schedule.objects.filter(pk=schedule.pk).update(
         last_scheduled_at=last_scheduled_at, next_due_at=next_due_at
+    )
+
+
+def advance_schedules(progress: Sequence[tuple[int, datetime | None, datetime | None]]) -> None:
+    """Move many schedules' recovery points and next due instants in one statement:
+    ``(schedule id, last_scheduled_at, next_due_at)`` each."""
+    if not progress:
+        return
+    sql = f"""
+        UPDATE {SCH} s SET last_scheduled_at = t.last_at, next_due_at = t.next_at
+        FROM unnest(%(ids)s::bigint[], %(lasts)s::timestamptz[], %(nexts)s::timestamptz[])
+             AS t(id, last_at, next_at)
+        WHERE s.id = t.id
+    """
+    _rows(
+        sql,
+        {
+            "ids": [p[0] for p in progress],
+            "lasts": [p[1] for p in progress],
+            "nexts": [p[2] for p in progress],
+        },
     )
 
 
@@ -751,6 +839,13 @@ def next_wakeup(*, now: datetime) -> datetime | None:
              WHERE state IN ('scheduled', 'failed', 'processing'))
         )
     """
+    value = _rows(sql, {})[0][0]
+    return value.astimezone(UTC) if value is not None else None
+
+
+def next_schedule_due() -> datetime | None:
+    """The earliest ``next_due_at`` of an active, enabled schedule (one index lookup)."""
+    sql = f"SELECT min(next_due_at) FROM {SCH} WHERE enabled AND status = 'active'"
     value = _rows(sql, {})[0][0]
     return value.astimezone(UTC) if value is not None else None
 

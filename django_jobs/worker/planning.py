@@ -6,6 +6,7 @@ its pass, and planning an instant twice is a no-op (the identity is the primary 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -30,40 +31,97 @@ class PlanPass:
     skipped: int = 0
     invalid: list[str] = field(default_factory=list)
 
+    def count(self, decision: planner.PlanDecision) -> None:
+        self.planned += len(decision.run) + len(decision.replay) + len(decision.catch_up)
+        self.skipped += len(decision.skip) + len(decision.skip_pending)
+        if decision.summary:
+            self.skipped += decision.summary.count
 
-def plan_due(*, now: datetime, limit: int = 200) -> PlanPass:
+
+def plan_due(*, now: datetime, limit: int = 500) -> PlanPass:
     """Plan every schedule whose next due instant has come (up to ``limit`` per pass).
 
-    A schedule whose record cannot be evaluated is reported (``schedule.invalid``) and parked
-    (``next_due_at`` cleared) so it is not retried every pass; the others are planned.
+    The pass is set-based: a handful of statements for the whole batch (lock the due
+    schedules, read their missed and running occurrences, insert every new occurrence,
+    advance every schedule), so its cost grows with what is due, not with round trips per
+    schedule. A schedule whose record cannot be evaluated is reported (``schedule.invalid``)
+    and parked (``next_due_at`` cleared) so it is not retried every pass; the others are
+    planned. If the database refuses a value of the batch (an instant plus its max_delay out
+    of range), the batch is planned again one schedule at a time, each in a savepoint, so
+    only the offending schedule is parked.
     """
     result = PlanPass()
     with transaction.atomic():
-        for schedule in store.lock_schedules_to_plan(now=now, limit=limit):
-            result.schedules += 1
-            try:
-                with transaction.atomic():  # a savepoint per schedule
-                    decision = plan_schedule(schedule, now=now)
-            except (DataError, IntegrityError) as exc:
-                # A value of this row that the database refuses (an instant plus its max_delay
-                # out of range): the savepoint is rolled back and the schedule parked like any
-                # record that cannot be evaluated, so it never blocks the others' planning.
-                _park(schedule, exc, result)
-                continue
-            except DatabaseError:
-                raise  # the store is out or a lock conflicted: not the schedule's fault
-            except Exception as exc:
-                _park(schedule, exc, result)
-                continue
-            result.planned += len(decision.run) + len(decision.replay) + len(decision.catch_up)
-            result.skipped += len(decision.skip) + len(decision.skip_pending)
-            if decision.summary:
-                result.skipped += decision.summary.count
+        schedules = store.lock_schedules_to_plan(now=now, limit=limit)
+        result.schedules = len(schedules)
+        if not schedules:
+            return result
+        try:
+            with transaction.atomic():  # a savepoint for the batch
+                _plan_batch(schedules, now=now, result=result)
+        except (DataError, IntegrityError):
+            result = PlanPass(schedules=len(schedules))
+            _plan_one_by_one(schedules, now=now, result=result)
+    if result.planned or result.skipped:
+        log.info(
+            "plan.pass",
+            schedules=result.schedules,
+            planned=result.planned,
+            skipped=result.skipped,
+            invalid=len(result.invalid),
+        )
     return result
 
 
-def _park(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
-    """Report a schedule whose record cannot be planned and clear its ``next_due_at``."""
+def _plan_batch(schedules: list[Schedule], *, now: datetime, result: PlanPass) -> None:
+    context = store.planning_context(schedules, now=now)
+    occurrences: list[PlannedOccurrence] = []
+    progress: list[tuple[int, datetime | None, datetime | None]] = []
+    decided: list[tuple[Schedule, planner.PlanDecision]] = []
+    for schedule in schedules:
+        try:
+            decision = decide(
+                schedule,
+                now=now,
+                pending_missed=context.missed.get(schedule.pk, ()),
+                previous_running=schedule.pk in context.running,
+            )
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            _report_invalid(schedule, exc, result)
+            progress.append((schedule.pk, schedule.last_scheduled_at, None))
+            continue
+        occurrences += to_plan(schedule, decision)
+        progress.append((schedule.pk, decision.last_scheduled_at, decision.next_due_at))
+        decided.append((schedule, decision))
+    store.plan(occurrences, now=now)
+    for schedule, decision in decided:
+        _write_missed_and_summary(schedule, decision, now=now)
+        result.count(decision)
+    store.advance_schedules(progress)
+
+
+def _plan_one_by_one(schedules: list[Schedule], *, now: datetime, result: PlanPass) -> None:
+    for schedule in schedules:
+        try:
+            with transaction.atomic():  # a savepoint per schedule
+                decision = plan_schedule(schedule, now=now)
+        except (DataError, IntegrityError) as exc:
+            # A value of this row that the database refuses: the savepoint is rolled back and
+            # the schedule parked like any record that cannot be evaluated, so it never
+            # blocks the others' planning.
+            _park(schedule, exc, result)
+            continue
+        except DatabaseError:
+            raise  # the store is out or a lock conflicted: not the schedule's fault
+        except Exception as exc:
+            _park(schedule, exc, result)
+            continue
+        result.count(decision)
+
+
+def _report_invalid(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
     result.invalid.append(str(schedule))
     log.error(
         "schedule.invalid",
@@ -71,20 +129,23 @@ def _park(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
         error_type=type(exc).__name__,
         error=loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500),
     )
+
+
+def _park(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
+    """Report a schedule whose record cannot be planned and clear its ``next_due_at``."""
+    _report_invalid(schedule, exc, result)
     store.advance_schedule(schedule, last_scheduled_at=schedule.last_scheduled_at, next_due_at=None)
 
 
-def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
-    """Plan one locked schedule up to ``now``; write what the misfire and overlap policies say.
-
-    Steps:
-    1. evaluate the record's timing after its ``last_scheduled_at`` recovery point;
-    2. let the planner sort new and already-planned missed instants by the misfire policy,
-       and skip due ones for overlap when the previous occurrence still runs;
-    3. insert new occurrences (scheduled or skipped), decide the pending missed ones, record a
-       summary for skipped instants without rows, and advance the recovery point.
-    """
-    decision = planner.plan(
+def decide(
+    schedule: Schedule,
+    *,
+    now: datetime,
+    pending_missed: Sequence[datetime],
+    previous_running: bool,
+) -> planner.PlanDecision:
+    """The planner's decision for one schedule: pure, given what the store said about it."""
+    return planner.plan(
         planner.PlanRequest(
             timing=timings.from_record(schedule),
             max_delay=schedule.max_delay,
@@ -93,11 +154,15 @@ def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
             last_scheduled_at=schedule.last_scheduled_at,
             since=schedule.created_at,
             now=now,
-            pending_missed=store.missed_unstarted(schedule, now=now),
+            pending_missed=pending_missed,
             overlap=Overlap(schedule.overlap),
-            previous_running=store.has_running(schedule),
+            previous_running=previous_running,
         )
     )
+
+
+def to_plan(schedule: Schedule, decision: planner.PlanDecision) -> list[PlannedOccurrence]:
+    """The occurrences a decision inserts: to run (on time or replayed) and skipped."""
 
     def occurrence(
         instant: datetime, reason: str | None = None, trigger: Trigger = Trigger.SCHEDULE
@@ -111,12 +176,16 @@ def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
             trigger=trigger,
         )
 
-    store.plan(
+    return (
         [occurrence(i) for i in decision.run]
         + [occurrence(i, trigger=Trigger.CATCHUP) for i in decision.replay]
-        + [occurrence(i, r) for i, r in decision.skip],
-        now=now,
+        + [occurrence(i, r) for i, r in decision.skip]
     )
+
+
+def _write_missed_and_summary(
+    schedule: Schedule, decision: planner.PlanDecision, *, now: datetime
+) -> None:
     if decision.catch_up or decision.skip_pending:
         store.mark_missed(schedule, now=now, catch_up=decision.catch_up, skip=decision.skip_pending)
     if decision.summary:
@@ -124,13 +193,8 @@ def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
         store.record_skip_summary(
             schedule, now=now, count=summary.count, first=summary.first, last=summary.last
         )
-    store.advance_schedule(
-        schedule,
-        last_scheduled_at=decision.last_scheduled_at,
-        next_due_at=decision.next_due_at,
-    )
     if decision.run or decision.replay or decision.skip or decision.summary:
-        log.info(
+        log.debug(
             "schedule.planned",
             schedule=str(schedule),
             run=len(decision.run),
@@ -138,4 +202,30 @@ def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
             skipped=len(decision.skip) + len(decision.skip_pending),
             summarised=decision.summary.count if decision.summary else 0,
         )
+
+
+def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
+    """Plan one locked schedule up to ``now``; write what the misfire and overlap policies say.
+
+    Steps:
+    1. evaluate the record's timing after its ``last_scheduled_at`` recovery point;
+    2. let the planner sort new and already-planned missed instants by the misfire policy,
+       and skip due ones for overlap when the previous occurrence still runs;
+    3. insert new occurrences (scheduled or skipped), decide the pending missed ones, record a
+       summary for skipped instants without rows, and advance the recovery point.
+    """
+    context = store.planning_context([schedule], now=now)
+    decision = decide(
+        schedule,
+        now=now,
+        pending_missed=context.missed.get(schedule.pk, ()),
+        previous_running=schedule.pk in context.running,
+    )
+    store.plan(to_plan(schedule, decision), now=now)
+    _write_missed_and_summary(schedule, decision, now=now)
+    store.advance_schedule(
+        schedule,
+        last_scheduled_at=decision.last_scheduled_at,
+        next_due_at=decision.next_due_at,
+    )
     return decision
