@@ -9,6 +9,11 @@ key                       default  meaning
 LEASE_SECONDS             30       how long a claim holds an occurrence before another
                                    replica may take it over
 CLAIM_BATCH_SIZE          50       how many due occurrences one claim takes at most
+CLAIM_AHEAD               16       how many occurrences a replica may claim beyond its free
+                                   run threads while its recent runs are short (under
+                                   0.1 s on average); 0 turns claiming ahead off
+PLAN_BATCH_SIZE           500      how many due schedules one plan pass plans at most
+                                   (in a handful of statements)
 SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
 TIMEOUT_GRACE_SECONDS     10       how long a run past its timeout may take to stop
                                    before it is cut off
@@ -45,6 +50,8 @@ from .exceptions import ConfigurationError
 class JobsSettings:
     LEASE_SECONDS: float = 30
     CLAIM_BATCH_SIZE: int = 50
+    CLAIM_AHEAD: int = 16
+    PLAN_BATCH_SIZE: int = 500
     SHUTDOWN_GRACE_SECONDS: float = 30
     TIMEOUT_GRACE_SECONDS: float = 10
     HEARTBEAT_SECONDS: float = 5
@@ -71,6 +78,7 @@ class JobsSettings:
 _POSITIVE = {
     "LEASE_SECONDS",
     "CLAIM_BATCH_SIZE",
+    "PLAN_BATCH_SIZE",
     "POLL_SECONDS",
     "HEARTBEAT_SECONDS",
     "ERROR_MESSAGE_MAX_CHARS",
@@ -104,7 +112,7 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
-        if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS"} and value < 0:
+        if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS", "CLAIM_AHEAD"} and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
     return JobsSettings(
         **raw, PAUSED_SCHEDULES=tuple(paused), AUDIT_LOG=audit_log, REDACT_PATTERNS=redact

@@ -49,6 +49,7 @@ class Outcome(enum.StrEnum):
     RELEASED = "released"
     TIMED_OUT = "timed_out"
     UNWRITTEN = "unwritten"  # the store stayed out until the lease expired
+    HANDED_OVER = "handed_over"  # the completion is written by the completer (group commit)
 
 
 class CancelReason(enum.StrEnum):
@@ -67,6 +68,8 @@ class ActiveRun:
     cancel: threading.Event = field(default_factory=threading.Event)
     reason: CancelReason | None = None
     abandoned: bool = False  # cut off by the loop: the thread's late writes are skipped
+    # Claimed ahead and waiting for a free run thread: its timeout starts when it starts.
+    started: bool = False
 
     def cancel_for(self, reason: CancelReason) -> None:
         if self.reason is None:
@@ -80,6 +83,14 @@ class Execution:
     settings: JobsSettings
     registry: Registry
     stop_writing: threading.Event = field(default_factory=threading.Event)
+    # Where a run that needs only its completion recorded is handed (the worker's completer,
+    # which writes many in one fenced statement); ``None``: the run thread writes it itself.
+    hand_over: Callable[[ActiveRun], None] | None = None
+
+
+def release_unstarted(active: ActiveRun, ctx: Execution) -> Outcome:
+    """Give back a run claimed ahead that was cancelled (shutdown) before it started."""
+    return _write(active, ctx, _release, Outcome.RELEASED)
 
 
 def execute(active: ActiveRun, ctx: Execution) -> Outcome:
@@ -97,9 +108,7 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
         token=lease.token,
     )
     try:
-        outcome = _run_handler(active, ctx)
-        log.debug("run.finished", outcome=outcome.value)
-        return outcome
+        return _run_handler(active, ctx)
     finally:
         structlog.contextvars.clear_contextvars()
         if not outer_transaction:
@@ -158,6 +167,9 @@ def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
     if active.reason == CancelReason.LEASE_LOST or active.abandoned:
         log.warning("lease.lost")
         return Outcome.LEASE_LOST
+    if ctx.hand_over is not None:
+        ctx.hand_over(active)
+        return Outcome.HANDED_OVER
     return _write(active, ctx, _complete, Outcome.COMPLETED)
 
 

@@ -8,6 +8,7 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -26,6 +27,7 @@ from ..exceptions import Cancelled
 from ..models import AttemptOutcome, ReplicaState, Schedule
 from ..registry import Registry, registry
 from ..safe_error import loggable
+from .completer import Completer
 from .executor import (
     STORE_OUTAGE,
     ActiveRun,
@@ -34,6 +36,7 @@ from .executor import (
     Outcome,
     execute,
     record_failure,
+    release_unstarted,
 )
 from .leases import LeaseKeeper
 from .outage import Backoff, OutageLog
@@ -43,6 +46,7 @@ from .wakeup import Wakeup, conninfo_from_django
 log = structlog.get_logger("django_jobs.worker")
 
 EXIT_RESTART = 3  # a run ignored cancellation and was cut off: restart this process
+SHORT_RUN = 0.1  # seconds: runs shorter than this on average let a replica claim ahead
 
 
 def _serialization_conflict(exc: BaseException) -> bool:
@@ -105,11 +109,31 @@ class Worker:
         self._cut_off_count = 0
         self.started_at = self.clock.now()
         self.inline = inline
-        self._execution = Execution(clock=self.clock, settings=self.settings, registry=jobs)
-        self._active: dict[UUID, ActiveRun] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._outcomes: Counter[str] = Counter()
+        stop_writing = threading.Event()
+        # Completions of runs that need nothing else committed are group-committed by one
+        # thread (inline runs, in a caller's transaction, write their own).
+        self._completer = Completer(
+            clock=self.clock,
+            on_done=self._written,
+            stop_writing=stop_writing,
+            max_batch=max(self.settings.CLAIM_BATCH_SIZE, concurrency),
+            patterns=self.settings.REDACT_PATTERNS,
+        )
+        self._execution = Execution(
+            clock=self.clock,
+            settings=self.settings,
+            registry=jobs,
+            stop_writing=stop_writing,
+            hand_over=None if inline else self._completer.submit,
+        )
+        # ``serve`` plans only when a schedule may have come due (see ``step``); ``run_pass``
+        # plans at every step.
+        self._plan_at: datetime | None = None
+        self._run_seconds: float | None = None  # moving average of recent runs' durations
+        self._active: dict[UUID, ActiveRun] = {}
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._run_connections: dict[int, BaseDatabaseWrapper] = {}
         self.wakeup = Wakeup(conninfo_from_django() if listen else None)
         self.outage = OutageLog(self.clock, patterns=self.settings.REDACT_PATTERNS)
@@ -126,9 +150,20 @@ class Worker:
 
     # --- shared state ---------------------------------------------------------------
 
-    def active_runs(self) -> list[ActiveRun]:
+    def running(self) -> list[ActiveRun]:
+        """Runs whose handler has not returned yet."""
         with self._lock:
             return list(self._active.values())
+
+    def active_runs(self) -> list[ActiveRun]:
+        """Every run whose lease this replica must keep: running, or returned with its
+        completion not yet written."""
+        runs = {id(run): run for run in self._completer.held()}
+        runs.update((id(run), run) for run in self.running())
+        return list(runs.values())
+
+    def _busy(self) -> bool:
+        return bool(self._active) or self._completer.busy()
 
     def request_stop(self) -> None:
         """Stop claiming and drain (first call); exit fast (second call). Signal-safe."""
@@ -172,10 +207,9 @@ class Worker:
         Returns (claimed, asked): a full batch means more may be due at once.
         """
         now = self.clock.now()
-        planned = plan_due(now=now)
-        if planned.planned:
-            store.notify("plan")
-        free = self.concurrency - len(self._active)
+        if self._plan_at is None or now >= self._plan_at:
+            self._plan(now)
+        free = self.concurrency + self._claim_ahead() - len(self._active)
         paused = get_settings()  # the kill switch is read afresh at every pass
         if free <= 0 or self.stopping.is_set() or paused.paused_all:
             return 0, 0
@@ -194,11 +228,42 @@ class Worker:
                 self._start(lease, schedules[lease.schedule_id], now)
         return len(leases), asked
 
+    def _plan(self, now: datetime) -> None:
+        limit = self.settings.PLAN_BATCH_SIZE
+        planned = plan_due(now=now, limit=limit)
+        if planned.planned:
+            store.notify("plan")
+        if self._plan_at is None:
+            return
+        if planned.schedules >= limit:
+            self._plan_at = now  # more is due: plan again at the next step
+            return
+        # Nothing more is due until the earliest next_due_at; a NOTIFY (an operator's enable
+        # or run-now, another replica's plan), or POLL_SECONDS at the latest, brings it
+        # forward. A schedule changed without a notify waits at most that long.
+        poll = now + timedelta(seconds=self.settings.POLL_SECONDS)
+        due = store.next_schedule_due()
+        self._plan_at = poll if due is None else min(due, poll)
+
+    def _claim_ahead(self) -> int:
+        """How many occurrences to claim beyond the free run threads.
+
+        Claiming ahead turns a burst of short runs into a few large claims instead of one
+        small claim per finished run. It is done only while recent runs are short (under
+        ``SHORT_RUN`` on average), so a replica busy with long jobs never holds occurrences
+        that another replica could start.
+        """
+        if self.inline:
+            return 0
+        with self._lock:
+            short = self._run_seconds is not None and self._run_seconds < SHORT_RUN
+        return self.settings.CLAIM_AHEAD if short else 0
+
     def _start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
         active = ActiveRun(lease=lease, schedule=schedule, deadline=later(now, schedule.timeout))
         with self._lock:
             self._active[lease.occurrence_id] = active
-        log.info(
+        log.debug(
             "occurrence.claimed",
             occurrence=str(lease.occurrence_id),
             schedule=str(schedule),
@@ -217,9 +282,19 @@ class Worker:
     def _run_in_thread(self, active: ActiveRun) -> Outcome:
         # The thread's connection stays open for its next run (``execute`` closes it when a
         # run broke it); the worker closes them all when it stops.
+        if active.cancel.is_set():  # claimed ahead, and the replica is stopping
+            return release_unstarted(active, self._execution)
+        began = time.perf_counter()  # a duration, not an instant: no clock needed
+        active.deadline = later(self.clock.now(), active.schedule.timeout)
+        active.started = True
         try:
             return execute(active, self._execution)
         finally:
+            took = time.perf_counter() - began
+            with self._lock:
+                self._run_seconds = (
+                    took if self._run_seconds is None else 0.8 * self._run_seconds + 0.2 * took
+                )
             wrapper = connections[DEFAULT_DB_ALIAS]
             with self._lock:
                 self._run_connections[id(wrapper)] = wrapper
@@ -237,6 +312,8 @@ class Worker:
         with self._lock:
             if self._active.get(active.lease.occurrence_id) is active:
                 del self._active[active.lease.occurrence_id]
+        if future.cancelled():  # claimed ahead, never started: released at shutdown
+            return
         exc = future.exception()
         if exc is not None:
             log.error(
@@ -245,8 +322,15 @@ class Worker:
                 error_type=type(exc).__name__,
                 error=self._loggable(exc),
             )
-        elif not active.abandoned:
-            self._outcomes[future.result().value] += 1
+        elif not active.abandoned and future.result() != Outcome.HANDED_OVER:
+            with self._lock:
+                self._outcomes[future.result().value] += 1
+        self.wakeup.poke()
+
+    def _written(self, active: ActiveRun, outcome: Outcome) -> None:
+        """The completer wrote (or gave up on) a handed-over run's completion."""
+        with self._lock:
+            self._outcomes[outcome.value] += 1
         self.wakeup.poke()
 
     # --- run what is due now (--once) -----------------------------------------------
@@ -254,6 +338,13 @@ class Worker:
     def _ensure_keeper(self) -> None:
         if not self._keeper.is_alive() and not self._keeper.stopped.is_set():
             self._keeper.start()
+        if not self.inline and not self._completer.is_alive() and self._completer.ident is None:
+            self._completer.start()
+
+    def _stop_completer(self, timeout: float) -> None:
+        self._completer.stop()
+        if self._completer.is_alive():
+            self._completer.join(timeout=timeout)
 
     def close(self) -> None:
         """Stop the lease keeper and the run threads (after ``run_pass``)."""
@@ -261,6 +352,7 @@ class Worker:
         if self._keeper.is_alive():
             self._keeper.join(timeout=5)
         self._pool.shutdown(wait=True)
+        self._stop_completer(timeout=30)
         self._close_run_connections()
         self.wakeup.close()
 
@@ -272,7 +364,7 @@ class Worker:
         while True:
             claimed, asked = self.step()
             summary.claimed += claimed
-            while self._active:
+            while self._busy():
                 self._enforce_timeouts()
                 self.wakeup.wait(0.5)  # a finished run pokes: this is only an upper bound
             if claimed < asked or asked == 0 or self.stopping.is_set():
@@ -306,6 +398,7 @@ class Worker:
     def serve(self) -> int:
         """Run until stopped; return the process exit code (0, or 3 to be restarted)."""
         self._ensure_keeper()
+        self._plan_at = self.clock.now()
         log.info("worker.started", replica=self.replica_id, concurrency=self.concurrency)
         while not self.stopping.is_set():
             try:
@@ -340,7 +433,8 @@ class Worker:
                 self._backoff.reset()
             if self.exit_code == EXIT_RESTART:
                 break
-            self.wakeup.wait(sleep)
+            if self.wakeup.wait(sleep) == "notify":
+                self._plan_at = self.clock.now()
         return self._shutdown()
 
     def _idle_seconds(self) -> float:
@@ -351,8 +445,10 @@ class Worker:
             due = store.next_wakeup(now=now)
             if due is not None:
                 candidates.append(due)
+                if self._plan_at is not None:
+                    self._plan_at = min(self._plan_at, due)
         grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
-        for active in self.active_runs():
+        for active in [run for run in self.running() if run.started]:
             candidates.append(active.deadline + (grace if active.cancel.is_set() else timedelta(0)))
         return max(0.0, (min(candidates) - now).total_seconds())
 
@@ -376,8 +472,8 @@ class Worker:
         """Cancel runs past their deadline; cut off those that ignore it past the grace."""
         now = self.clock.now()
         grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
-        for active in self.active_runs():
-            if active.abandoned:
+        for active in self.running():
+            if active.abandoned or not active.started:
                 continue
             if now >= active.deadline and not active.cancel.is_set():
                 log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
@@ -409,14 +505,14 @@ class Worker:
         log.info("worker.draining", running=len(self._active))
         self._try(lambda: self._heartbeat(ReplicaState.DRAINING, force=True))
         until = self.clock.now() + self.settings.shutdown_grace
-        while self._active and not self.forced.is_set() and self.clock.now() < until:
+        while self._busy() and not self.forced.is_set() and self.clock.now() < until:
             self.wakeup.wait(min(1.0, (until - self.clock.now()).total_seconds()))
-        for active in self.active_runs():
+        for active in self.running():
             active.cancel_for(CancelReason.SHUTDOWN)
         settle = self.clock.now() + timedelta(seconds=0 if self.forced.is_set() else 2)
         while self._active and self.clock.now() < settle:
             self.wakeup.wait(0.1)
-        leftovers = self.active_runs()
+        leftovers = self.running()
         for active in leftovers:
             active.abandoned = True
         self.stuck_threads = len(leftovers) + self._cut_off_count
@@ -424,6 +520,11 @@ class Worker:
             self._try(lambda: store.release([a.lease for a in leftovers], now=self.clock.now()))
             self._try(lambda: store.notify("release"))
             log.info("worker.released", count=len(leftovers))
+        # Completions handed over and still unwritten (a store outage): written now if the
+        # store answers, else left to expire like any lease this replica cannot write.
+        self._stop_completer(timeout=0 if self.forced.is_set() else 2)
+        if self._completer.is_alive():
+            self.stuck_threads += 1
         self._keeper.stopped.set()
         self._try(lambda: self._heartbeat(ReplicaState.STOPPED, force=True))
         self._pool.shutdown(wait=False, cancel_futures=True)
