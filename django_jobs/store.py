@@ -91,18 +91,40 @@ def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         return list(cursor.fetchall()) if cursor.description else []
 
 
-def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUID]:
+def plan(
+    occurrences: Iterable[PlannedOccurrence],
+    *,
+    now: datetime,
+    advance: Sequence[tuple[int, datetime | None, datetime | None]] | None = None,
+) -> list[UUID]:
     """Insert occurrences idempotently; return the identities that were new.
 
     Planning an instant that already exists (on this replica or any other, concurrently or
     not) changes nothing: the identity is the primary key and the insert says
-    ``ON CONFLICT DO NOTHING``. Advances each schedule's ``last_scheduled_at`` recovery point.
+    ``ON CONFLICT DO NOTHING``. Advances each schedule's ``last_scheduled_at`` recovery point;
+    with ``advance`` (``(schedule id, last_scheduled_at, next_due_at)`` each, the plan pass)
+    sets both columns of those schedules instead, in the same statement.
     """
     items = list(occurrences)
-    if not items:
+    if not items and not advance:
         return []
     now = ensure_aware_utc(now, name="now")
     instants = [ensure_aware_utc(p.scheduled_at, name="scheduled_at") for p in items]
+    if advance is None:
+        progress = f"""
+            UPDATE {SCH} s SET last_scheduled_at = latest.at
+            FROM (SELECT schedule_id, max(scheduled_at) AS at FROM input GROUP BY schedule_id)
+                 AS latest
+            WHERE s.id = latest.schedule_id
+              AND (s.last_scheduled_at IS NULL OR s.last_scheduled_at < latest.at)
+        """
+    else:
+        progress = f"""
+            UPDATE {SCH} s SET last_scheduled_at = t.last_at, next_due_at = t.next_at
+            FROM unnest(%(advance_ids)s::bigint[], %(lasts)s::timestamptz[],
+                        %(nexts)s::timestamptz[]) AS t(id, last_at, next_at)
+            WHERE s.id = t.id
+        """
     sql = f"""
         WITH input AS (
             SELECT * FROM unnest(
@@ -125,15 +147,10 @@ def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUI
             ON CONFLICT (id) DO NOTHING
             RETURNING id
         ),
-        progress AS (
-            UPDATE {SCH} s SET last_scheduled_at = latest.at
-            FROM (SELECT schedule_id, max(scheduled_at) AS at FROM input GROUP BY schedule_id)
-                 AS latest
-            WHERE s.id = latest.schedule_id
-              AND (s.last_scheduled_at IS NULL OR s.last_scheduled_at < latest.at)
-        )
+        progress AS ({progress})
         SELECT id FROM inserted
     """
+    advance = advance or []
     rows = _rows(
         sql,
         {
@@ -144,6 +161,9 @@ def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUI
             "reasons": [p.skip_reason.value if p.skip_reason else "" for p in items],
             "triggers": [p.trigger.value for p in items],
             "now": now,
+            "advance_ids": [a[0] for a in advance],
+            "lasts": [a[1] for a in advance],
+            "nexts": [a[2] for a in advance],
         },
     )
     return [row[0] for row in rows]
@@ -169,6 +189,16 @@ def _restore_planner(previous: list[str]) -> None:
     _rows(f"SELECT {sets}", {f"p{n}": value for n, value in enumerate(previous)})
 
 
+# The schedule fields a run reads (the handler's name, timeout, retry policy, and the key and
+# tenant that name it): returned by the claim itself, so a claim costs no second query.
+# In the model's field order, as ``Model.from_db`` reads values.
+RUN_FIELDS = tuple(
+    f.attname
+    for f in Schedule._meta.concrete_fields
+    if f.attname in {"tenant", "key", "job", "timeout", "max_attempts", "backoff", "max_backoff"}
+)
+
+
 def claim(
     *,
     owner: str,
@@ -179,6 +209,31 @@ def claim(
     exclude_keys: Sequence[str] = (),
 ) -> list[Lease]:
     """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first.
+
+    See ``claim_runs``, which also returns each occurrence's schedule.
+    """
+    runs = claim_runs(
+        owner=owner,
+        now=now,
+        lease_for=lease_for,
+        limit=limit,
+        tenant=tenant,
+        exclude_keys=exclude_keys,
+    )
+    return [lease for lease, _ in runs]
+
+
+def claim_runs(
+    *,
+    owner: str,
+    now: datetime,
+    lease_for: timedelta,
+    limit: int,
+    tenant: str | None = None,
+    exclude_keys: Sequence[str] = (),
+) -> list[tuple[Lease, Schedule]]:
+    """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first,
+    each with its schedule (the ``RUN_FIELDS`` loaded).
 
     Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
     lease that expired at or before ``now``. Steps, in one statement:
@@ -288,8 +343,9 @@ def claim(
             SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s, 'running', '', ''
             FROM claimed
         )
-        SELECT id, fencing_token, schedule_id, tenant, scheduled_at, attempts, trigger, failures
-        FROM claimed ORDER BY was_due, id
+        SELECT c.id, c.fencing_token, c.schedule_id, c.tenant, c.scheduled_at, c.attempts,
+               c.trigger, c.failures, {", ".join(f"s.{name}" for name in RUN_FIELDS)}
+        FROM claimed c JOIN {SCH} s ON s.id = c.schedule_id ORDER BY c.was_due, c.id
     """
     with transaction.atomic():
         # The due index walked in order, whatever the statistics say: right after a burst was
@@ -309,8 +365,9 @@ def claim(
         )
         if len(connection.atomic_blocks) > 1:
             _restore_planner(previous)  # inside a caller's transaction: give them back
-    return [
-        Lease(
+    runs = []
+    for r in rows:
+        lease = Lease(
             occurrence_id=r[0],
             token=r[1],
             owner=owner,
@@ -322,8 +379,10 @@ def claim(
             trigger=r[6],
             failures=r[7],
         )
-        for r in rows
-    ]
+        # The fields a run needs, read with the claim; any other field loads on access.
+        schedule = Schedule.from_db(connection.alias, ["id", *RUN_FIELDS], [r[2], *r[8:]])
+        runs.append((lease, schedule))
+    return runs
 
 
 def renew(
@@ -715,27 +774,6 @@ def advance_schedule(
     """Move a schedule's planning recovery point and its next due instant."""
     Schedule.objects.filter(pk=schedule.pk).update(
         last_scheduled_at=last_scheduled_at, next_due_at=next_due_at
-    )
-
-
-def advance_schedules(progress: Sequence[tuple[int, datetime | None, datetime | None]]) -> None:
-    """Move many schedules' recovery points and next due instants in one statement:
-    ``(schedule id, last_scheduled_at, next_due_at)`` each."""
-    if not progress:
-        return
-    sql = f"""
-        UPDATE {SCH} s SET last_scheduled_at = t.last_at, next_due_at = t.next_at
-        FROM unnest(%(ids)s::bigint[], %(lasts)s::timestamptz[], %(nexts)s::timestamptz[])
-             AS t(id, last_at, next_at)
-        WHERE s.id = t.id
-    """
-    _rows(
-        sql,
-        {
-            "ids": [p[0] for p in progress],
-            "lasts": [p[1] for p in progress],
-            "nexts": [p[2] for p in progress],
-        },
     )
 
 

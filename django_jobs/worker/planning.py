@@ -95,11 +95,10 @@ def _plan_batch(schedules: list[Schedule], *, now: datetime, result: PlanPass) -
         occurrences += to_plan(schedule, decision)
         progress.append((schedule.pk, decision.last_scheduled_at, decision.next_due_at))
         decided.append((schedule, decision))
-    store.plan(occurrences, now=now)
+    store.plan(occurrences, now=now, advance=progress)
     for schedule, decision in decided:
         _write_missed_and_summary(schedule, decision, now=now)
         result.count(decision)
-    store.advance_schedules(progress)
 
 
 def _plan_one_by_one(schedules: list[Schedule], *, now: datetime, result: PlanPass) -> None:
