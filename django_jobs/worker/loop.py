@@ -209,12 +209,18 @@ class Worker:
         now = self.clock.now()
         if self._plan_at is None or now >= self._plan_at:
             self._plan(now)
-        free = self.concurrency + self._claim_ahead() - len(self._active)
+        running = len(self._active)
+        ahead = self._claim_ahead()
+        if ahead and running > self.concurrency:
+            # Every thread is busy and work claimed ahead still waits: claim again when a
+            # thread may go idle, then a full batch, not one occurrence per finished run.
+            return 0, 0
+        free = self.concurrency + ahead - running
         paused = get_settings()  # the kill switch is read afresh at every pass
         if free <= 0 or self.stopping.is_set() or paused.paused_all:
             return 0, 0
         asked = min(free, self.settings.CLAIM_BATCH_SIZE)
-        leases = store.claim(
+        runs = store.claim_runs(
             owner=self.replica_id,
             now=now,
             lease_for=self.settings.lease,
@@ -222,11 +228,9 @@ class Worker:
             tenant=self.tenant,
             exclude_keys=paused.PAUSED_SCHEDULES,
         )
-        if leases:
-            schedules = Schedule.objects.in_bulk({lease.schedule_id for lease in leases})
-            for lease in leases:
-                self._start(lease, schedules[lease.schedule_id], now)
-        return len(leases), asked
+        for lease, schedule in runs:
+            self._start(lease, schedule, now)
+        return len(runs), asked
 
     def _plan(self, now: datetime) -> None:
         limit = self.settings.PLAN_BATCH_SIZE
