@@ -169,3 +169,18 @@ def test_occurrences_claimed_ahead_are_released_unrun_on_shutdown(clock) -> None
     ) == {AttemptOutcome.RELEASED}
     # Claimable again at once by any replica.
     assert len(claim("other", T0 + timedelta(seconds=5))) == 3
+
+
+def test_a_claim_returns_each_occurrence_with_the_schedule_fields_its_run_reads() -> None:
+    schedule = ScheduleFactory.create(
+        tenant="acme", job="tests.quick", timeout=timedelta(minutes=7), max_attempts=4
+    )
+    plan(schedule, T0, now=T0)
+    ((lease, loaded),) = store.claim_runs(
+        owner="replica-1", now=T0 + timedelta(seconds=1), lease_for=LEASE, limit=10
+    )
+    assert lease.schedule_id == loaded.pk == schedule.pk
+    for name in store.RUN_FIELDS:
+        assert getattr(loaded, name) == getattr(schedule, name), name
+    assert loaded.get_deferred_fields() >= {"operating_owner", "cron"}
+    assert loaded.operating_owner == schedule.operating_owner  # loads on access
