@@ -46,6 +46,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--idle-seconds", type=int, default=60)
     parser.add_argument("--sustained-schedules", type=int, default=100)
+    parser.add_argument(
+        "--sustained-seconds",
+        type=int,
+        default=None,
+        help="length of the sustained run (default: --idle-seconds); 3600 for the memory check",
+    )
     parser.add_argument("--planner-sizes", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument(
         "--big-rows",
@@ -141,6 +147,13 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
         )
     for row in results.get("idle", []):
         add("idle start lateness p99 (s)", row["lateness_p99_s"], 0.05, at_most=True)
+    for row in results.get("sustained", []):
+        add(
+            f"sustained {row['seconds']} s: replica RSS at the end / at 10% (flat)",
+            row["rss_at_end_mb"] / row["rss_at_10pct_mb"],
+            1.1,
+            at_most=True,
+        )
     tables = results.get("bigtable", [])
     if len(tables) >= 2:
         add(
@@ -237,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             idle.run(
                 db,
                 schedules=args.sustained_schedules,
-                seconds=args.idle_seconds,
+                seconds=args.sustained_seconds or args.idle_seconds,
                 replicas=args.replicas,
                 concurrency=args.concurrency,
                 log_dir=logs,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..postgres import Database
+from .measure import rss_mb
 from .thundering import RESET, add_schedules, percentile, start_replicas, stop_replicas
 
 
@@ -27,8 +28,14 @@ def run(
         first = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
         add_schedules(schedules, job="perf.noop", due=first, interval=timedelta(seconds=1))
         end = first + timedelta(seconds=seconds)
-        # The run lasts as long as it lasts: the harness waits it out.
-        time.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 2)
+        # The run lasts as long as it lasts: the harness waits it out, reading the replicas'
+        # resident memory at every tenth of it (the first reading after warm-up).
+        memory: list[float] = []
+        for tenth in range(1, 11):
+            at = first + timedelta(seconds=seconds * tenth / 10)
+            time.sleep(max(0.0, (at - datetime.now(UTC)).total_seconds()))
+            memory.append(max(rss_mb(p.pid) for p in processes))
+        time.sleep(2)
     finally:
         stop_replicas(processes)
     rows = db.rows(
@@ -54,4 +61,9 @@ def run(
         "lateness_p99_s": percentile(late, 99),
         "first_half_p99_s": percentile(early_half, 99),
         "second_half_p99_s": percentile(late_half, 99),
+        # Resident memory of the largest replica at 10% of the run and at its end: flat means
+        # nothing grows per occurrence.
+        "rss_at_10pct_mb": memory[0],
+        "rss_at_end_mb": memory[-1],
+        "rss_max_mb": max(memory),
     }

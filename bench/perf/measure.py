@@ -46,8 +46,17 @@ def postgres_pids(db: Database) -> list[int]:
 
 
 def peak_rss_mb(pid: int) -> float:
+    return _status_mb(pid, "VmHWM:")
+
+
+def rss_mb(pid: int) -> float:
+    """The process's resident memory now."""
+    return _status_mb(pid, "VmRSS:")
+
+
+def _status_mb(pid: int, field: str) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field):
             return int(line.split()[1]) / 1024
     return 0.0
 
