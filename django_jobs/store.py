@@ -629,11 +629,15 @@ def purge_batch(schedule_id: int, *, now: datetime, batch_size: int) -> int:
                 -- instead of failing the purge with "timestamp out of range".
                 (SELECT CASE WHEN keep_for < %(now)s::timestamptz - '4713-01-01 00:00+00 BC'
                         THEN %(now)s::timestamptz - keep_for END FROM lim),
-                -- OFFSET NULL means no offset, so guard a missing keep_last explicitly.
-                (SELECT o.scheduled_at FROM {OCC} o, lim
-                 WHERE o.schedule_id = %(schedule)s AND lim.keep_last IS NOT NULL
-                 ORDER BY o.scheduled_at DESC
-                 OFFSET (SELECT keep_last - 1 FROM lim) LIMIT 1)
+                -- OFFSET NULL means no offset, so a missing keep_last is guarded, and by a
+                -- CASE, so that the subquery is not run at all then: a filter inside it
+                -- would be checked row by row over the schedule's whole history.
+                CASE WHEN (SELECT keep_last FROM lim) IS NOT NULL THEN
+                    (SELECT o.scheduled_at FROM {OCC} o
+                     WHERE o.schedule_id = %(schedule)s
+                     ORDER BY o.scheduled_at DESC
+                     OFFSET (SELECT keep_last - 1 FROM lim) LIMIT 1)
+                END
             ) AS at
         ),
         doomed AS (
