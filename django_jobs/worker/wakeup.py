@@ -28,9 +28,15 @@ class Wakeup:
         self._read, self._write = os.pipe()
         os.set_blocking(self._read, False)
         os.set_blocking(self._write, False)
+        # A poke not yet taken by ``wait``: further pokes need not write again (every
+        # finished run pokes; in a burst, thousands a second).
+        self._poked = False
 
     def poke(self) -> None:
         """Wake the waiting loop now. Safe from signal handlers and other threads."""
+        if self._poked:
+            return
+        self._poked = True
         with contextlib.suppress(BlockingIOError):
             os.write(self._write, b"!")
 
@@ -52,6 +58,7 @@ class Wakeup:
         watched = [self._read] + ([conn.fileno()] if conn is not None else [])
         ready, _, _ = select.select(watched, [], [], max(0.0, timeout))
         if self._read in ready:
+            self._poked = False  # before draining: a poke from now on writes again
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._read, 512):
                     pass
