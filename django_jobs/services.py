@@ -204,6 +204,8 @@ def sync_schedules(
             schedule.updated_at = now
             schedule.save(update_fields=["status", "updated_at"])
             report.retired.append(str(schedule))
+        if report.created or report.updated:
+            store.notify("sync")  # serving replicas plan the changed schedules now
     return report
 
 
@@ -219,6 +221,7 @@ def upsert_schedule(
         schedule, _ = _upsert(
             declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME
         )
+        store.notify("schedule")  # serving replicas plan it now, not at their next poll
     return schedule
 
 

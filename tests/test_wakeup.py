@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobs import store
+from django_jobs import every, schedule, store
+from django_jobs.services import upsert_schedule
 from django_jobs.worker.wakeup import Wakeup, conninfo_from_django
 
 from .concurrency import on_own_connection
-from .factories import T0, ScheduleFactory
+from .factories import OWNERS, T0, ScheduleFactory
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -48,3 +49,25 @@ def test_next_wakeup_is_the_earliest_due_schedule_or_occurrence() -> None:
     (lease,) = claim("w", T0 + timedelta(minutes=5))
     # While it runs, its lease expiry is when it would next need a worker.
     assert store.next_wakeup(now=T0) == lease.expires_at
+
+
+def test_a_runtime_schedule_change_wakes_serving_replicas() -> None:
+    """A busy replica plans only when a schedule may have come due: a schedule created or
+    changed at run time notifies, so it is planned at once rather than at the next poll."""
+    wakeup = Wakeup(conninfo_from_django())
+    try:
+        assert wakeup.wait(0.01) == "timeout"  # listening now
+        declaration = schedule(
+            "acme.pings",
+            tenant="acme",
+            job="billing.send_statements",
+            timing=every(timedelta(minutes=5)),
+            retention=30,
+            status="active",
+            register=False,
+            **OWNERS,
+        )
+        upsert_schedule(declaration, actor="alice", reason="acme pings", now=T0)
+        assert wakeup.wait(60) == "notify"
+    finally:
+        wakeup.close()
