@@ -71,3 +71,36 @@ def test_a_runtime_schedule_change_wakes_serving_replicas() -> None:
         assert wakeup.wait(60) == "notify"
     finally:
         wakeup.close()
+
+
+def test_a_poke_after_a_storm_of_pokes_still_wakes_the_loop() -> None:
+    """Pokes coalesce (one pipe write until the loop takes it). Regression: the flag was
+    cleared before the pipe was drained, so a poke written during the drain left it set over
+    an empty pipe and every later poke was skipped: the loop slept to its deadline."""
+    wakeup = Wakeup(None)
+    seen_final = threading.Event()
+    final = threading.Event()
+    stop_storm = threading.Event()
+
+    def loop() -> None:
+        while not seen_final.is_set():
+            wakeup.wait(60)
+            if final.is_set():
+                seen_final.set()
+
+    def storm() -> None:
+        while not stop_storm.is_set():
+            wakeup.poke()
+
+    waiter = threading.Thread(target=loop, daemon=True)
+    pokers = [threading.Thread(target=storm, daemon=True) for _ in range(4)]
+    waiter.start()
+    for poker in pokers:
+        poker.start()
+    threading.Event().wait(1.0)  # let the storm run against the waiter's drains
+    stop_storm.set()
+    for poker in pokers:
+        poker.join()
+    final.set()
+    wakeup.poke()
+    assert seen_final.wait(5), "the last poke was lost: the loop sleeps to its deadline"

@@ -58,10 +58,14 @@ class Wakeup:
         watched = [self._read] + ([conn.fileno()] if conn is not None else [])
         ready, _, _ = select.select(watched, [], [], max(0.0, timeout))
         if self._read in ready:
-            self._poked = False  # before draining: a poke from now on writes again
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._read, 512):
                     pass
+            # Only after draining: a poke written during the drain would otherwise be read
+            # here and leave the flag set over an empty pipe, silencing every later poke. A
+            # poke skipped before this line changed its state before poking, and the caller
+            # looks at that state next, as it returns from this wake-up.
+            self._poked = False
             return "poke"
         if conn is not None and conn.fileno() in ready:
             try:
