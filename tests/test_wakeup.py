@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobs import every, schedule, store
+from django_jobs import every, store
 from django_jobs.services import upsert_schedule
 from django_jobs.worker.wakeup import Wakeup, conninfo_from_django
 
 from .concurrency import on_own_connection
-from .factories import OWNERS, T0, ScheduleFactory
+from .factories import T0, ScheduleFactory, declaration
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -57,17 +57,8 @@ def test_a_runtime_schedule_change_wakes_serving_replicas() -> None:
     wakeup = Wakeup(conninfo_from_django())
     try:
         assert wakeup.wait(0.01) == "timeout"  # listening now
-        declaration = schedule(
-            "acme.pings",
-            tenant="acme",
-            job="billing.send_statements",
-            timing=every(timedelta(minutes=5)),
-            retention=30,
-            status="active",
-            register=False,
-            **OWNERS,
-        )
-        upsert_schedule(declaration, actor="alice", reason="acme pings", now=T0)
+        pings = declaration("acme.pings", tenant="acme", timing=every(timedelta(minutes=5)))
+        upsert_schedule(pings, actor="alice", reason="acme pings", now=T0)
         assert wakeup.wait(60) == "notify"
     finally:
         wakeup.close()

@@ -4,8 +4,6 @@ the free run threads while runs are short. Each keeps fencing and leases intact.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -20,18 +18,11 @@ from django_jobs.worker.executor import ActiveRun, Outcome
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.run import Run
 
+from .concurrency import wait_until
 from .factories import T0, ScheduleFactory
 from .storeutil import LEASE, claim, plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def wait_until(condition: Callable[[], bool], *, within: float = 30) -> None:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {within} s")
-        threading.Event().wait(0.005)
 
 
 def test_the_completer_writes_a_batch_in_one_statement_and_refuses_a_stale_lease(clock) -> None:
@@ -103,9 +94,9 @@ def test_a_replica_whose_runs_are_short_claims_ahead_of_its_free_threads(clock) 
     worker = _worker(jobs, clock, concurrency=1, ahead=3)
     try:
         assert worker.step() == (1, 1), "no run measured yet: only the free thread"
-        wait_until(lambda: not worker._busy())
+        wait_until(lambda: not worker._busy(), what="the runs and their completions")
         assert worker.step() == (4, 4), "short runs: the free thread and three ahead"
-        wait_until(lambda: not worker._busy())
+        wait_until(lambda: not worker._busy(), what="the runs and their completions")
     finally:
         worker.close()
     assert len(ran) == 5
@@ -122,9 +113,9 @@ def test_a_replica_whose_runs_are_long_claims_only_what_it_can_start(clock) -> N
     worker = _worker(jobs, clock, concurrency=1, ahead=3)
     try:
         assert worker.step() == (1, 1)
-        wait_until(lambda: not worker._busy())
+        wait_until(lambda: not worker._busy(), what="the runs and their completions")
         assert worker.step() == (1, 1), "the last run took 0.2 s: nothing claimed ahead"
-        wait_until(lambda: not worker._busy())
+        wait_until(lambda: not worker._busy(), what="the runs and their completions")
     finally:
         worker.close()
     assert Occurrence.objects.filter(state=OccurrenceState.COMPLETED).count() == 2
@@ -139,7 +130,7 @@ def test_occurrences_claimed_ahead_are_released_unrun_on_shutdown(clock) -> None
 
     def gate(run: Run) -> None:
         entered.append(run.scheduled_at)
-        wait_until(lambda: run.cancelled)
+        wait_until(lambda: run.cancelled, what="the shutdown to cancel the run")
         run.raise_if_cancelled()
 
     jobs.register("tests.quick", quick)
@@ -152,9 +143,9 @@ def test_occurrences_claimed_ahead_are_released_unrun_on_shutdown(clock) -> None
     worker = _worker(jobs, clock, concurrency=1, ahead=2, SHUTDOWN_GRACE_SECONDS=0)
     try:
         assert worker.step() == (1, 1)  # the quick run: now runs are known to be short
-        wait_until(lambda: not worker._busy())
+        wait_until(lambda: not worker._busy(), what="the runs and their completions")
         assert worker.step() == (3, 3)  # one gated run starts, two wait for the thread
-        wait_until(lambda: len(entered) == 1)
+        wait_until(lambda: len(entered) == 1, what="the gated run to start")
         worker.request_stop()
         assert worker._shutdown() == 0
     finally:

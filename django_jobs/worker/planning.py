@@ -86,13 +86,14 @@ def _plan_batch(schedules: list[Schedule], *, now: datetime, result: PlanPass) -
                 pending_missed=context.missed.get(schedule.pk, ()),
                 previous_running=schedule.pk in context.running,
             )
+            planned = to_plan(schedule, decision)
         except DatabaseError:
             raise
         except Exception as exc:
             _report_invalid(schedule, exc, result)
             progress.append((schedule.pk, schedule.last_scheduled_at, None))
             continue
-        occurrences += to_plan(schedule, decision)
+        occurrences += planned
         progress.append((schedule.pk, decision.last_scheduled_at, decision.next_due_at))
         decided.append((schedule, decision))
     store.plan(occurrences, now=now, advance=progress)
@@ -102,22 +103,16 @@ def _plan_batch(schedules: list[Schedule], *, now: datetime, result: PlanPass) -
 
 
 def _plan_one_by_one(schedules: list[Schedule], *, now: datetime, result: PlanPass) -> None:
+    """The batch of one schedule at a time, each in a savepoint."""
     for schedule in schedules:
         try:
-            with transaction.atomic():  # a savepoint per schedule
-                decision = plan_schedule(schedule, now=now)
+            with transaction.atomic():
+                _plan_batch([schedule], now=now, result=result)
         except (DataError, IntegrityError) as exc:
             # A value of this row that the database refuses: the savepoint is rolled back and
             # the schedule parked like any record that cannot be evaluated, so it never
             # blocks the others' planning.
             _park(schedule, exc, result)
-            continue
-        except DatabaseError:
-            raise  # the store is out or a lock conflicted: not the schedule's fault
-        except Exception as exc:
-            _park(schedule, exc, result)
-            continue
-        result.count(decision)
 
 
 def _report_invalid(schedule: Schedule, exc: BaseException, result: PlanPass) -> None:
@@ -201,30 +196,3 @@ def _write_missed_and_summary(
             skipped=len(decision.skip) + len(decision.skip_pending),
             summarised=decision.summary.count if decision.summary else 0,
         )
-
-
-def plan_schedule(schedule: Schedule, *, now: datetime) -> planner.PlanDecision:
-    """Plan one locked schedule up to ``now``; write what the misfire and overlap policies say.
-
-    Steps:
-    1. evaluate the record's timing after its ``last_scheduled_at`` recovery point;
-    2. let the planner sort new and already-planned missed instants by the misfire policy,
-       and skip due ones for overlap when the previous occurrence still runs;
-    3. insert new occurrences (scheduled or skipped), decide the pending missed ones, record a
-       summary for skipped instants without rows, and advance the recovery point.
-    """
-    context = store.planning_context([schedule], now=now)
-    decision = decide(
-        schedule,
-        now=now,
-        pending_missed=context.missed.get(schedule.pk, ()),
-        previous_running=schedule.pk in context.running,
-    )
-    store.plan(to_plan(schedule, decision), now=now)
-    _write_missed_and_summary(schedule, decision, now=now)
-    store.advance_schedule(
-        schedule,
-        last_scheduled_at=decision.last_scheduled_at,
-        next_due_at=decision.next_due_at,
-    )
-    return decision
