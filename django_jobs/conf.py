@@ -22,8 +22,11 @@ POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes e
                                    for due work and for NOTIFY from other replicas
 ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
 PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
-PAUSED_SCHEDULES          ()       the kill switch: schedule keys no worker may claim
-                                   (``"*"`` for all); read by workers at every pass
+PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may claim, read
+                                   by workers at every pass: ``"*"`` (all), a bare key
+                                   (that key in every tenant), ``"<tenant>/<key>"``
+                                   (that key in one tenant), ``"<tenant>/*"`` (every
+                                   schedule of one tenant); see below
 AUDIT_LOG                 None     dotted path of the project's audit function; without
                                    it, operator actions leave django_jobs AuditRecords
 REDACT_PATTERNS           ()       extra regular expressions whose matches are replaced by
@@ -32,6 +35,14 @@ REDACT_PATTERNS           ()       extra regular expressions whose matches are r
                                    pairs, Authorization headers, common token shapes); a
                                    named group ``secret`` limits it to that group
 ========================  =======  =====================================================
+
+``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
+splits at its first one into tenant and key (``"acme/reports/daily"`` is key
+``reports/daily`` of tenant ``acme``). It also pauses a schedule whose whole key is the entry,
+in every tenant: ``"reports/daily"`` pauses that key everywhere as well as key ``daily`` of
+tenant ``reports`` (the kill switch errs towards pausing). The default tenant (``""``) has no
+tenant form: ``"/key"`` is refused; write the bare key, which pauses it in every tenant.
+Keys and tenants hold no ``*``, so ``*`` is accepted only as ``"*"`` and ``"<tenant>/*"``.
 """
 
 from __future__ import annotations
@@ -95,12 +106,7 @@ def get_settings() -> JobsSettings:
         raise ConfigurationError(
             f"DJANGO_JOBS has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(known)}"
         )
-    paused = raw.pop("PAUSED_SCHEDULES", ())
-    if isinstance(paused, str) or not all(isinstance(k, str) and k for k in paused):
-        raise ConfigurationError(
-            f"DJANGO_JOBS['PAUSED_SCHEDULES'] must be a list of schedule keys (or ['*']), "
-            f"got {paused!r}"
-        )
+    paused = _paused_schedules(raw.pop("PAUSED_SCHEDULES", ()))
     audit_log = raw.pop("AUDIT_LOG", None)
     if audit_log is not None and (not isinstance(audit_log, str) or "." not in audit_log):
         raise ConfigurationError(
@@ -114,9 +120,37 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
         if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS", "CLAIM_AHEAD"} and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
-    return JobsSettings(
-        **raw, PAUSED_SCHEDULES=tuple(paused), AUDIT_LOG=audit_log, REDACT_PATTERNS=redact
-    )
+    return JobsSettings(**raw, PAUSED_SCHEDULES=paused, AUDIT_LOG=audit_log, REDACT_PATTERNS=redact)
+
+
+def _paused_schedules(value: Any) -> tuple[str, ...]:
+    """The kill switch's entries, each checked against the grammar in the module docstring."""
+    if isinstance(value, str) or not all(isinstance(k, str) and k for k in value):
+        raise ConfigurationError(
+            "DJANGO_JOBS['PAUSED_SCHEDULES'] must be a list of schedule keys, '<tenant>/<key>', "
+            f"'<tenant>/*' or '*', got {value!r}"
+        )
+    for entry in value:
+        tenant, slash, key = entry.partition("/")
+        if slash and not tenant:
+            raise ConfigurationError(
+                f"DJANGO_JOBS['PAUSED_SCHEDULES']: {entry!r} names no tenant before '/'; the "
+                "default tenant has no '<tenant>/' form: name its schedules by their bare "
+                "keys, which pause them in every tenant"
+            )
+        if slash and not key:
+            raise ConfigurationError(
+                f"DJANGO_JOBS['PAUSED_SCHEDULES']: {entry!r} names no key after '/'; write "
+                f"'{tenant}/<key>' for one schedule of tenant {tenant!r} or '{tenant}/*' for "
+                "all of them"
+            )
+        if "*" in entry and entry != "*" and not (slash and key == "*" and "*" not in tenant):
+            raise ConfigurationError(
+                f"DJANGO_JOBS['PAUSED_SCHEDULES']: {entry!r} is not a pattern: '*' stands "
+                "alone (every schedule) or as '<tenant>/*' (every schedule of a tenant); write "
+                "a bare key to pause it in every tenant"
+            )
+    return tuple(value)
 
 
 def _redact_patterns(value: Any) -> tuple[str, ...]:

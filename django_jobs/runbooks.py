@@ -14,6 +14,17 @@ def _target(schedule: Schedule) -> str:
     return f"{schedule.key} --tenant {schedule.tenant}" if schedule.tenant else schedule.key
 
 
+def _paused(schedule: Schedule) -> str:
+    """The kill switch entries that pause ``schedule``, narrowest first (see conf.py)."""
+    if not schedule.tenant:
+        return f"['{schedule.key}'] (or ['*'])"
+    return (
+        f"['{schedule.tenant}/{schedule.key}'] for tenant {schedule.tenant} only "
+        f"(['{schedule.tenant}/*'] for every schedule of tenant {schedule.tenant}, "
+        f"['{schedule.key}'] for this key in every tenant, ['*'] for everything)"
+    )
+
+
 def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
     """The three procedures of ``schedule``, by kind."""
     target = _target(schedule)
@@ -48,8 +59,8 @@ def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
             "interface": (
                 f"python manage.py jobs disable {target} --actor <your user> --reason '<why>' "
                 "[--cancel-running]; re-enable with jobs enable. Without database access: the "
-                f"kill switch DJANGO_JOBS['PAUSED_SCHEDULES'] = ['{schedule.key}'] (or ['*']), "
-                "read by every worker at each pass."
+                f"kill switch DJANGO_JOBS['PAUSED_SCHEDULES'] = {_paused(schedule)}, read by "
+                "every worker at each pass."
             ),
             "claimed_occurrence_effect": (
                 "An occurrence already claimed runs to its end. With --cancel-running its lease "

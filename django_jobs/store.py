@@ -267,7 +267,11 @@ def claim_runs(
               AND o.due_at <= %(now)s
               AND s.enabled AND s.status = 'active'
               AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
-              AND NOT (s.key = ANY(%(excluded)s::text[]))
+              -- The kill switch (conf.py): a bare key in any tenant, '<tenant>/<key>' and
+              -- '<tenant>/*'. The occurrence's tenant is its schedule's.
+              AND NOT (s.key = ANY(%(excluded)s::text[])
+                       OR o.tenant || '/' || s.key = ANY(%(excluded)s::text[])
+                       OR o.tenant || '/*' = ANY(%(excluded)s::text[]))
               -- A run missed before it ever started waits for the planner to apply the
               -- misfire policy. One that started and was released on shutdown is resumed.
               AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0

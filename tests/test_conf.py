@@ -37,6 +37,52 @@ def test_bad_settings_are_refused_naming_the_key(value, message) -> None:
     assert str(raised.value).startswith(message)
 
 
+PAUSED = "DJANGO_JOBS['PAUSED_SCHEDULES']"
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        (
+            "/billing.x",
+            f"{PAUSED}: '/billing.x' names no tenant before '/'; the default tenant has no "
+            "'<tenant>/' form: name its schedules by their bare keys, which pause them in every "
+            "tenant",
+        ),
+        (
+            "acme/",
+            f"{PAUSED}: 'acme/' names no key after '/'; write 'acme/<key>' for one schedule of "
+            "tenant 'acme' or 'acme/*' for all of them",
+        ),
+        (
+            "acme/billing.*",
+            f"{PAUSED}: 'acme/billing.*' is not a pattern: '*' stands alone (every schedule) or "
+            "as '<tenant>/*' (every schedule of a tenant); write a bare key to pause it in every "
+            "tenant",
+        ),
+        ("*/billing.x", f"{PAUSED}: '*/billing.x' is not a pattern"),
+    ],
+)
+def test_malformed_kill_switch_entries_are_refused_naming_the_entry(entry, message) -> None:
+    value = {"PAUSED_SCHEDULES": ["billing.ok", entry]}
+    with override_settings(DJANGO_JOBS=value), pytest.raises(ConfigurationError) as raised:
+        get_settings()
+    assert str(raised.value).startswith(message)
+
+
+def test_kill_switch_accepts_keys_tenant_keys_and_stars() -> None:
+    entries = ["*", "billing.x", "acme/billing.x", "acme/*", "acme/reports/daily"]
+    with override_settings(DJANGO_JOBS={"PAUSED_SCHEDULES": entries}):
+        settings = get_settings()
+    assert settings.PAUSED_SCHEDULES == (
+        "*",
+        "billing.x",
+        "acme/billing.x",
+        "acme/*",
+        "acme/reports/daily",
+    )
+
+
 def test_check_e002_refuses_use_tz_false() -> None:
     with override_settings(USE_TZ=False):
         ids = [m.id for m in run_checks()]
@@ -48,6 +94,15 @@ def test_check_e003_reports_invalid_settings() -> None:
         messages = [m for m in run_checks() if m.id == "django_jobs.E003"]
     assert [m.msg for m in messages] == [
         "DJANGO_JOBS['POLL_SECONDS'] must be greater than 0, got -1"
+    ]
+
+
+def test_check_e003_reports_a_malformed_kill_switch_entry() -> None:
+    with override_settings(DJANGO_JOBS={"PAUSED_SCHEDULES": ["acme/"]}):
+        messages = [m for m in run_checks() if m.id == "django_jobs.E003"]
+    assert [m.msg for m in messages] == [
+        "DJANGO_JOBS['PAUSED_SCHEDULES']: 'acme/' names no key after '/'; write 'acme/<key>' "
+        "for one schedule of tenant 'acme' or 'acme/*' for all of them"
     ]
 
 

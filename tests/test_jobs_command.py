@@ -155,9 +155,22 @@ def test_runbooks_export_names_the_exact_interfaces(nightly) -> None:
     text = jobs("runbooks", "--key", "billing.nightly")
     assert text.startswith("# Runbooks\n\n## acme/billing.nightly")
     assert "python manage.py jobs disable billing.nightly --tenant acme --actor" in text
-    assert "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['billing.nightly']" in text
+    assert (
+        "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['acme/billing.nightly'] for tenant acme only "
+        "(['acme/*'] for every schedule of tenant acme, ['billing.nightly'] for this key in "
+        "every tenant, ['*'] for everything)"
+    ) in text
     assert "python manage.py jobs replay <occurrence id>" in text
     assert text.count("- Already claimed occurrence:") == 3
+
+
+def test_runbook_of_a_default_tenant_schedule_names_its_bare_key() -> None:
+    schedule = ScheduleFactory.create(key="billing.daily", job="billing.heartbeat")
+    Limit.objects.create(schedule=schedule, keep_last=5)
+    runbooks.write(schedule)
+    text = jobs("runbooks", "--key", "billing.daily")
+    assert "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['billing.daily'] (or ['*'])," in text
+    assert "/billing.daily" not in text
 
 
 def test_every_action_subcommand_prints_json_for_scripts(ops, nightly) -> None:

@@ -211,3 +211,21 @@ def test_the_kill_switch_stops_claims_of_named_schedules(clock):
         assert run_due(clock, jobs=jobs).claimed == 0
     assert run_due(clock, jobs=jobs).claimed == 1
     assert set(Schedule.objects.values_list("enabled", flat=True)) == {True}
+
+
+def test_the_kill_switch_stops_claims_of_one_tenant(clock):
+    from django_jobs.registry import Registry
+
+    acme = ScheduleFactory.create(tenant="acme", key="billing.k", job="tests.k")
+    globex = ScheduleFactory.create(tenant="globex", key="billing.k", job="tests.k")
+    plan(acme, T0, now=T0)
+    plan(globex, T0, now=T0)
+    jobs = Registry()
+    jobs.register("tests.k", lambda run: None)
+    clock.set(T0)
+    with override_settings(DJANGO_JOBS={"PAUSED_SCHEDULES": ["acme/*"]}):
+        assert run_due(clock, jobs=jobs).claimed == 1
+    assert set(Occurrence.objects.values_list("tenant", "state")) == {
+        ("acme", OccurrenceState.SCHEDULED),
+        ("globex", OccurrenceState.COMPLETED),
+    }

@@ -105,6 +105,65 @@ def test_claim_filters_by_tenant_and_excluded_keys() -> None:
     assert leases[0].tenant == "acme"
 
 
+def _claimed_by_tenant_and_key(exclude_keys: list[str]) -> set[tuple[str, str]]:
+    schedules = {
+        (tenant, key): ScheduleFactory.create(tenant=tenant, key=key)
+        for tenant in ("", "acme", "globex")
+        for key in ("billing.x", "billing.y")
+    }
+    for schedule in schedules.values():
+        plan(schedule, T0, now=T0)
+    names = {s.pk: name for name, s in schedules.items()}
+    return {names[lease.schedule_id] for lease in claim("w", T0, exclude_keys=exclude_keys)}
+
+
+def test_excluding_a_tenant_star_skips_every_schedule_of_that_tenant_only() -> None:
+    assert _claimed_by_tenant_and_key(["acme/*"]) == {
+        ("", "billing.x"),
+        ("", "billing.y"),
+        ("globex", "billing.x"),
+        ("globex", "billing.y"),
+    }
+
+
+def test_excluding_tenant_slash_key_skips_that_key_in_that_tenant_only() -> None:
+    assert _claimed_by_tenant_and_key(["acme/billing.x"]) == {
+        ("", "billing.x"),
+        ("", "billing.y"),
+        ("acme", "billing.y"),
+        ("globex", "billing.x"),
+        ("globex", "billing.y"),
+    }
+
+
+def test_excluding_a_bare_key_skips_it_in_every_tenant() -> None:
+    assert _claimed_by_tenant_and_key(["billing.x"]) == {
+        ("", "billing.y"),
+        ("acme", "billing.y"),
+        ("globex", "billing.y"),
+    }
+
+
+def test_excluding_an_entry_with_a_slash_also_skips_the_key_it_spells() -> None:
+    # Keys may hold "/": the kill switch errs towards pausing (conf.py).
+    whole = ScheduleFactory.create(tenant="globex", key="reports/daily")
+    split = ScheduleFactory.create(tenant="reports", key="daily")
+    other = ScheduleFactory.create(tenant="reports", key="weekly")
+    for schedule in (whole, split, other):
+        plan(schedule, T0, now=T0)
+    leases = claim("w", T0, exclude_keys=["reports/daily"])
+    assert [lease.schedule_id for lease in leases] == [other.pk]
+
+
+def test_excluding_tenant_slash_key_splits_at_the_first_slash() -> None:
+    nested = ScheduleFactory.create(tenant="acme", key="reports/daily")
+    elsewhere = ScheduleFactory.create(tenant="globex", key="reports/daily")
+    for schedule in (nested, elsewhere):
+        plan(schedule, T0, now=T0)
+    leases = claim("w", T0, exclude_keys=["acme/reports/daily"])
+    assert [lease.schedule_id for lease in leases] == [elsewhere.pk]
+
+
 def test_claim_advances_last_started_and_complete_advances_last_completed() -> None:
     schedule = ScheduleFactory.create()
     plan(schedule, T0, now=T0)
