@@ -278,14 +278,19 @@ class Occurrence(models.Model):
 
 
 class AttemptOutcome(models.TextChoices):
+    # Claimed ahead of a free run thread; ``running`` once a thread starts it. Only a started
+    # attempt whose lease lapses counts as a failure.
+    CLAIMED = "claimed", "claimed, waiting for a run thread"
     RUNNING = "running", "running"
     SUCCEEDED = "succeeded", "succeeded"
     FAILED = "failed", "failed"
     TIMED_OUT = "timed_out", "timed out"
     CANCELLED = "cancelled", "cancelled"
     RELEASED = "released", "released on shutdown"
-    LEASE_LOST = "lease_lost", "lease lost (expired and taken over)"
+    LEASE_LOST = "lease_lost", "lost: the lease lapsed without an outcome (counted as a failure)"
     FENCED_OUT = "fenced_out", "completion refused: stale fencing token"
+    UNSTARTED = "unstarted", "claimed ahead, never started (not counted)"
+    OUTAGE = "outage", "ended by a store outage (not counted as a failure)"
 
 
 class Attempt(models.Model):

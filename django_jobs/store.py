@@ -15,8 +15,9 @@ Each function runs on Django's default connection inside whatever transaction th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import namedtuple
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -34,6 +35,9 @@ SCH = "django_jobs_schedule"
 LIM = "django_jobs_limit"
 
 _TERMINAL = ("completed", "dead", "skipped", "cancelled")
+
+# ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
+WORKER_LOST = "WorkerLost"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,20 @@ class Lease:
     failures: int = 0  # failed attempts before this one
 
 
+@dataclass
+class Claimed:
+    """What one claim took: runs to start, and occurrences a lost attempt dead-lettered."""
+
+    runs: list[tuple[Lease, Schedule]] = field(default_factory=list)
+    dead: list[UUID] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
 @dataclass(frozen=True)
 class WriteResult:
     """Which leases a fenced write applied to, and which it refused as stale."""
@@ -89,6 +107,14 @@ def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return list(cursor.fetchall()) if cursor.description else []
+
+
+def _named_rows(sql: str, params: dict[str, Any]) -> list[Any]:
+    """Rows as named tuples, their fields named by the statement's column names."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = namedtuple("row", [column.name for column in cursor.description])  # type: ignore[misc]
+        return [row(*values) for values in cursor.fetchall()]
 
 
 def plan(
@@ -231,21 +257,26 @@ def claim_runs(
     limit: int,
     tenant: str | None = None,
     exclude_keys: Sequence[str] = (),
-) -> list[tuple[Lease, Schedule]]:
+    start_now: int | None = None,
+) -> Claimed:
     """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first,
     each with its schedule (the ``RUN_FIELDS`` loaded).
 
     Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
-    lease that expired at or before ``now``. Steps, in one statement:
+    lease that expired at or before ``now``. The first ``start_now`` (default: all) start at
+    once; the rest are claimed ahead of a free run thread, their Attempts ``claimed`` until
+    ``mark_started``. Steps, in one statement:
 
     1. pick due rows of enabled, active schedules ``FOR UPDATE SKIP LOCKED``, so concurrent
        claimers never wait for, nor take, each other's rows;
-    2. set owner and expiry, increment the fencing token and the attempt count (an expired
-       lease also counts as a failure, so a job that kills its worker is bounded by its
-       retries);
-    3. mark the running Attempt of a taken-over lease ``lease_lost``;
-    4. insert one Attempt per claim, carrying the new token;
-    5. advance the schedules' ``last_started_at``, and for overlap ``skip``/``queue``
+    2. a taken-over lease whose attempt had started is a lost attempt and counts as a failure,
+       so a job that kills its worker is bounded by its retries: when that uses up the
+       schedule's ``max_attempts`` the occurrence goes ``dead`` (``WorkerLost``) instead of
+       running again. An attempt claimed ahead and never started costs nothing;
+    3. set owner and expiry, increment the fencing token and the attempt count;
+    4. end the Attempt of a taken-over lease: ``lease_lost``, or ``unstarted``;
+    5. insert one Attempt per claim, carrying the new token;
+    6. advance the schedules' ``last_started_at``, and for overlap ``skip``/``queue``
        schedules record the claimed occurrence as the one running.
 
     A missed scheduled run is left for the planner's misfire decision, and a schedule whose
@@ -255,12 +286,18 @@ def claim_runs(
     expires = now + lease_for
     sql = f"""
         WITH due AS (
-            SELECT o.id, o.due_at, o.schedule_id, s.overlap FROM {OCC} o
+            SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
+                   -- A lapsed lease whose attempt had started: a lost attempt.
+                   CASE WHEN o.state = 'processing' THEN EXISTS (
+                       SELECT 1 FROM {ATT} a WHERE a.occurrence_id = o.id
+                         AND a.fencing_token = o.fencing_token AND a.outcome = 'running')
+                   ELSE false END AS lapsed
+            FROM {OCC} o
             -- A lateral lookup the planner cannot turn into a hash join: the claim walks the
             -- due index in order and stops after ``limit`` rows, however many are due and
             -- however stale the table's statistics (a burst has just inserted them).
             CROSS JOIN LATERAL (
-                SELECT id, enabled, status, key, max_delay, overlap FROM {SCH}
+                SELECT id, enabled, status, key, max_delay, overlap, max_attempts FROM {SCH}
                 WHERE id = o.schedule_id OFFSET 0
             ) s
             WHERE o.state IN ('scheduled', 'failed', 'processing')
@@ -292,12 +329,25 @@ def claim_runs(
             FOR UPDATE OF o SKIP LOCKED
         ),
         picked AS (
-            SELECT id, due_at, schedule_id, overlap FROM (
+            SELECT ranked.*, row_number() OVER (ORDER BY due_at, id) AS place FROM (
                 SELECT due.*, row_number() OVER (
                     PARTITION BY schedule_id ORDER BY due_at, id) AS nth
                 FROM due
             ) ranked
             WHERE overlap = 'allow' OR nth = 1
+        ),
+        exhausted AS (
+            UPDATE {OCC} o SET
+                state = 'dead', finished_at = %(now)s, failures = o.failures + 1,
+                lease_owner = '', lease_expires_at = NULL,
+                last_error_type = '{WORKER_LOST}',
+                last_error_message = 'attempt ' || o.attempts || ' ended without an outcome: '
+                    || 'the worker running it stopped (killed, crashed, or paused or cut off '
+                    || 'past its lease) before recording one; that used up max_attempts ('
+                    || p.max_attempts || '), so it is not run again'
+            FROM picked p
+            WHERE o.id = p.id AND p.lapsed AND o.failures + 1 >= p.max_attempts
+            RETURNING o.id
         ),
         claimed AS (
             UPDATE {OCC} o SET
@@ -307,12 +357,13 @@ def claim_runs(
                 due_at = %(expires)s,
                 fencing_token = o.fencing_token + 1,
                 attempts = o.attempts + 1,
-                failures = o.failures + (o.state = 'processing')::int,
+                failures = o.failures + picked.lapsed::int,
                 started_at = %(now)s
-            FROM picked WHERE o.id = picked.id
+            FROM picked
+            WHERE o.id = picked.id AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
             RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
                       o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
-                      picked.overlap
+                      picked.overlap, picked.place
         ),
         guarded AS (
             -- Rows locked by ``due``: no waiting here.
@@ -337,31 +388,42 @@ def claim_runs(
             )
         ),
         lost AS (
-            UPDATE {ATT} a SET outcome = 'lease_lost', finished_at = %(now)s
-            FROM claimed c
-            WHERE a.occurrence_id = c.id AND a.outcome = 'running'
+            UPDATE {ATT} a SET finished_at = %(now)s,
+                outcome = CASE WHEN a.outcome = 'claimed' THEN 'unstarted' ELSE 'lease_lost' END
+            FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted) c
+            WHERE a.occurrence_id = c.id AND a.outcome IN ('running', 'claimed')
         ),
         new_attempts AS (
             INSERT INTO {ATT} (occurrence_id, number, fencing_token, replica, trigger,
                                started_at, outcome, error_type, error_message)
-            SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s, 'running', '', ''
+            SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s,
+                   CASE WHEN %(start_now)s::int IS NULL OR place <= %(start_now)s::int
+                        THEN 'running' ELSE 'claimed' END, '', ''
             FROM claimed
         )
-        SELECT c.id, c.fencing_token, c.schedule_id, c.tenant, c.scheduled_at, c.attempts,
-               c.trigger, c.failures, {", ".join(f"s.{name}" for name in RUN_FIELDS)}
-        FROM claimed c JOIN {SCH} s ON s.id = c.schedule_id ORDER BY c.was_due, c.id
+        SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
+               c.attempts, c.trigger, c.failures, c.was_due,
+               {", ".join(f"s.{name} AS s_{name}" for name in RUN_FIELDS)}
+        FROM claimed c JOIN {SCH} s ON s.id = c.schedule_id
+        UNION ALL
+        -- The occurrences a lost attempt dead-lettered: no token, nothing to run.
+        SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               {", ".join("NULL" for _ in RUN_FIELDS)}
+        FROM exhausted
+        ORDER BY was_due NULLS LAST, id
     """
     with transaction.atomic():
         # The due index walked in order, whatever the statistics say: right after a burst was
         # planned they still describe a near-empty table, and the planner would sort every
         # due row to return the first ``limit``. Settings local to this transaction.
         previous = _walk_the_due_index()
-        rows = _rows(
+        rows = _named_rows(
             sql,
             {
                 "now": now,
                 "expires": expires,
                 "owner": owner,
+                "start_now": start_now,
                 "limit": limit,
                 "tenant": tenant,
                 "excluded": list(exclude_keys),
@@ -369,24 +431,28 @@ def claim_runs(
         )
         if len(connection.atomic_blocks) > 1:
             _restore_planner(previous)  # inside a caller's transaction: give them back
-    runs = []
+    claimed = Claimed()
     for r in rows:
+        if r.token is None:
+            claimed.dead.append(r.id)
+            continue
         lease = Lease(
-            occurrence_id=r[0],
-            token=r[1],
+            occurrence_id=r.id,
+            token=r.token,
             owner=owner,
             expires_at=expires,
-            schedule_id=r[2],
-            tenant=r[3],
-            scheduled_at=r[4].astimezone(UTC),
-            attempt=r[5],
-            trigger=r[6],
-            failures=r[7],
+            schedule_id=r.schedule_id,
+            tenant=r.tenant,
+            scheduled_at=r.scheduled_at.astimezone(UTC),
+            attempt=r.attempts,
+            trigger=r.trigger,
+            failures=r.failures,
         )
         # The fields a run needs, read with the claim; any other field loads on access.
-        schedule = Schedule.from_db(connection.alias, ["id", *RUN_FIELDS], [r[2], *r[8:]])
-        runs.append((lease, schedule))
-    return runs
+        values = [getattr(r, f"s_{name}") for name in RUN_FIELDS]
+        schedule = Schedule.from_db(connection.alias, ["id", *RUN_FIELDS], [r.schedule_id, *values])
+        claimed.runs.append((lease, schedule))
+    return claimed
 
 
 def renew(
@@ -397,30 +463,55 @@ def renew(
     A lease is still held while its token is the occurrence's current one and the occurrence
     is processing under ``owner``. A lease missing from the result is lost: the worker must
     stop that run at once.
+
+    Never waits for a row lock: a row locked by another transaction (in practice the holder's
+    own ``run.atomic()``, which no claim can take over while it holds the lock) is returned
+    still held but not extended, and renewed by a later call. One statement.
     """
     if not leases:
         return []
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
-    sql = f"""
-        UPDATE {OCC} o SET lease_expires_at = %(expires)s, due_at = %(expires)s
-        FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
-        WHERE o.id = t.id AND o.fencing_token = t.token
-          AND o.lease_owner = %(owner)s AND o.state = 'processing'
-        RETURNING o.id
+    held = f"""
+        FROM {OCC} o JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+            ON o.id = t.id
+        WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
+          AND o.state = 'processing'
     """
-    kept = {
-        r[0]
-        for r in _rows(
-            sql,
-            {**_lease_arrays(leases), "owner": owner, "expires": expires},
+    sql = f"""
+        WITH free AS (SELECT o.id {held} FOR NO KEY UPDATE OF o SKIP LOCKED),
+        renewed AS (
+            UPDATE {OCC} o SET lease_expires_at = %(expires)s, due_at = %(expires)s
+            FROM free WHERE o.id = free.id
+            RETURNING o.id
         )
-    }
+        SELECT id, true FROM renewed
+        UNION ALL
+        SELECT o.id, false {held} AND o.id NOT IN (SELECT id FROM free)
+    """
+    kept = dict(_rows(sql, {**_lease_arrays(leases), "owner": owner, "expires": expires}))
     return [
-        Lease(**{**lease.__dict__, "expires_at": expires})
+        Lease(**{**lease.__dict__, "expires_at": expires}) if kept[lease.occurrence_id] else lease
         for lease in leases
         if lease.occurrence_id in kept
     ]
+
+
+def mark_started(lease: Lease, *, now: datetime) -> None:
+    """A run claimed ahead has started: from now on a lapse of its lease is a lost attempt.
+
+    Committed without waiting for the WAL flush (``synchronous_commit`` off for this one
+    statement): it must outlive this worker process, which it does once committed; only a
+    crash of PostgreSQL itself in the next moments could lose it, and then the attempt counts
+    as unstarted.
+    """
+    sql = f"""
+        UPDATE {ATT} SET outcome = 'running', started_at = %(now)s
+        WHERE occurrence_id = %(id)s AND fencing_token = %(token)s AND outcome = 'claimed'
+          AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+    """
+    params = {"id": lease.occurrence_id, "token": lease.token}
+    _rows(sql, {**params, "now": ensure_aware_utc(now, name="now")})
 
 
 def hold(lease: Lease) -> bool:
@@ -448,6 +539,7 @@ def _fenced_write(
     outcome: AttemptOutcome,
     params: dict[str, Any],
     completes: bool = False,
+    skip_locked: bool = False,
 ) -> WriteResult:
     """Apply ``set_sql`` to the occurrences whose lease is current; record every attempt's end.
 
@@ -465,12 +557,19 @@ def _fenced_write(
         WITH input AS (
             SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
         ),
+        -- Rows another transaction has locked are skipped, never waited for: only a
+        -- handler's own run.atomic() can hold one (claims skip rows they cannot lock).
+        free AS (
+            SELECT o.id FROM {OCC} o JOIN input ON o.id = input.id
+            WHERE %(skip_locked)s FOR NO KEY UPDATE OF o SKIP LOCKED
+        ),
         done AS (
             UPDATE {OCC} o SET {set_sql},
                 lease_owner = '', lease_expires_at = NULL
             FROM input
             WHERE o.id = input.id AND o.fencing_token = input.token
               AND o.lease_owner = %(owner)s AND o.state = 'processing'
+              AND (NOT %(skip_locked)s OR o.id IN (SELECT id FROM free))
             RETURNING o.id, o.schedule_id
         ),
         ended AS (
@@ -482,7 +581,8 @@ def _fenced_write(
                 error_message = %(error_message)s
             FROM input
             WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
-              AND a.outcome IN ('running', 'lease_lost')
+              AND a.outcome IN ('running', 'claimed', 'lease_lost')
+              AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
         ),
         ended_runs AS (
             UPDATE {SCH} s SET
@@ -521,6 +621,7 @@ def _fenced_write(
                 "error_type": "",
                 "error_message": "",
                 "completes": completes,
+                "skip_locked": skip_locked,
                 **params,
             },
         )
@@ -584,21 +685,68 @@ def dead_letter(
     return fail(lease, now=now, error=error, retry_at=None, outcome=outcome)
 
 
-def release(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
+_GIVE_BACK = (
+    "state = CASE WHEN o.trigger = 'retry' THEN 'failed' ELSE 'scheduled' END, due_at = %(now)s"
+)
+
+
+def release(
+    leases: Sequence[Lease],
+    *,
+    now: datetime,
+    outcome: AttemptOutcome = AttemptOutcome.RELEASED,
+) -> WriteResult:
     """Give back unfinished work on graceful shutdown: claimable again at once by any replica.
 
-    The released attempt is not counted as a failure.
+    The released attempt is not counted as a failure. Never waits for a row lock: a row
+    locked by a run's own ``run.atomic()`` (a handler that ignored cancellation) is skipped,
+    neither accepted nor refused, and its lease left to expire. With ``outcome`` ``unstarted``
+    (claimed ahead, never run) or ``outage``, the Attempt says so.
     """
     return _fenced_write(
-        leases,
-        now=now,
-        set_sql=(
-            "state = CASE WHEN o.trigger = 'retry' THEN 'failed' ELSE 'scheduled' END,"
-            " due_at = %(now)s"
-        ),
-        outcome=AttemptOutcome.RELEASED,
-        params={},
+        leases, now=now, set_sql=_GIVE_BACK, outcome=outcome, params={}, skip_locked=True
     )
+
+
+def excuse_outage(lease: Lease, *, now: datetime) -> bool:
+    """The store could not be reached while ``lease``'s attempt ran, and another claim took
+    the occurrence over meanwhile, counting the attempt as lost: record it ``outage`` and give
+    the failure back. An occurrence that lost attempt had dead-lettered (and that nothing
+    claimed since) is due again at once. One statement; ``False`` if there was nothing to
+    excuse (an attempt of another owner, or not one that counted).
+    """
+    sql = f"""
+        WITH counted AS (
+            SELECT a.id FROM {ATT} a
+            WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
+              AND a.replica = %(owner)s AND a.outcome IN ('lease_lost', 'fenced_out')
+            FOR UPDATE
+        ),
+        excused AS (
+            UPDATE {ATT} a SET outcome = 'outage', finished_at = COALESCE(a.finished_at, %(now)s)
+            FROM counted WHERE a.id = counted.id
+            RETURNING a.id
+        ),
+        revived AS (
+            SELECT o.id FROM {OCC} o
+            WHERE o.id = %(id)s AND o.state = 'dead' AND o.fencing_token = %(token)s
+              AND o.last_error_type = '{WORKER_LOST}' AND EXISTS (SELECT 1 FROM excused)
+        )
+        UPDATE {OCC} o SET
+            failures = GREATEST(o.failures - 1, 0),
+            state = CASE WHEN o.id IN (SELECT id FROM revived) THEN 'scheduled' ELSE o.state END,
+            due_at = CASE WHEN o.id IN (SELECT id FROM revived) THEN %(now)s ELSE o.due_at END,
+            finished_at = CASE WHEN o.id IN (SELECT id FROM revived) THEN NULL
+                          ELSE o.finished_at END,
+            last_error_type = CASE WHEN o.id IN (SELECT id FROM revived) THEN ''
+                              ELSE o.last_error_type END,
+            last_error_message = CASE WHEN o.id IN (SELECT id FROM revived) THEN ''
+                                 ELSE o.last_error_message END
+        WHERE o.id = %(id)s AND EXISTS (SELECT 1 FROM excused)
+        RETURNING o.id
+    """
+    params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
+    return bool(_rows(sql, {**params, "now": ensure_aware_utc(now, name="now")}))
 
 
 def purge(*, now: datetime, batch_size: int) -> int:

@@ -7,16 +7,16 @@ against its own fencing token and owner, and a refused row is recorded ``fenced_
 Attempt and reported as a lost lease. Until its write lands, a handed-over run stays on the
 replica's books: the lease keeper renews it, run passes and shutdown wait for it.
 
-Through a store outage the batch is retried with backoff; a run whose lease expires before the
-write lands is reported unwritten (another replica will run the occurrence again, and the
-occurrence key makes that safe), exactly as a run thread writing its own completion would.
+Through a store outage the batch is retried with backoff until the store answers: the fence,
+not the lease's expiry, decides whether a completion still counts. A row refused after the
+lease lapsed during the outage is excused (its attempt recorded ``outage``, its failure given
+back), exactly as a run thread writing its own outcome would. Only a forced stop gives up.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import datetime
 
 import structlog
 from django.db import connection, connections
@@ -24,8 +24,9 @@ from django.db import connection, connections
 from .. import store
 from ..clock import Clock
 from ..safe_error import loggable
-from .executor import STORE_OUTAGE, ActiveRun, Outcome
-from .outage import Backoff
+from .executor import Outcome
+from .inflight import ActiveRun, CancelReason
+from .outage import STORE_OUTAGE, Backoff, OutageLog
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -39,6 +40,7 @@ class Completer(threading.Thread):
         stop_writing: threading.Event,
         max_batch: int = 500,
         patterns: tuple[str, ...] = (),
+        outage: OutageLog | None = None,
     ) -> None:
         super().__init__(name="django_jobs-completer", daemon=True)
         self.clock = clock
@@ -46,6 +48,7 @@ class Completer(threading.Thread):
         self.stop_writing = stop_writing  # a forced stop: give up on writes still failing
         self.max_batch = max_batch
         self.patterns = patterns
+        self.outage = outage
         self._queue: list[ActiveRun] = []
         self._writing: list[ActiveRun] = []
         self._changed = threading.Condition()
@@ -55,11 +58,6 @@ class Completer(threading.Thread):
         with self._changed:
             self._queue.append(active)
             self._changed.notify()
-
-    def held(self) -> list[ActiveRun]:
-        """Runs handed over and not yet written: their leases must be kept."""
-        with self._changed:
-            return [*self._writing, *self._queue]
 
     def busy(self) -> bool:
         with self._changed:
@@ -97,16 +95,18 @@ class Completer(threading.Thread):
                 result = store.complete([a.lease for a in batch], now=self.clock.now())
             except STORE_OUTAGE as exc:
                 connection.close_if_unusable_or_obsolete()
-                now = self.clock.now()
-                for active in [a for a in batch if self._give_up(a, now)]:
-                    log.error(
-                        "outcome.unwritten",
-                        occurrence=str(active.lease.occurrence_id),
-                        outcome=Outcome.COMPLETED.value,
-                        error=loggable(exc, patterns=self.patterns, max_chars=200),
-                    )
-                    batch.remove(active)
-                    self.on_done(active, Outcome.UNWRITTEN)
+                if self.outage is not None:
+                    self.outage.failed(exc, during="completion")
+                if self.stop_writing.is_set():
+                    for active in batch:
+                        log.error(
+                            "outcome.unwritten",
+                            occurrence=str(active.lease.occurrence_id),
+                            outcome=Outcome.COMPLETED.value,
+                            error=loggable(exc, patterns=self.patterns, max_chars=200),
+                        )
+                        self.on_done(active, Outcome.UNWRITTEN)
+                    return
                 self.stop_writing.wait(backoff.next_delay())
                 continue
             for active in batch:
@@ -115,13 +115,23 @@ class Completer(threading.Thread):
                 if lease.occurrence_id in result.accepted:
                     log.info("occurrence.completed", occurrence=occurrence, token=lease.token)
                     self.on_done(active, Outcome.COMPLETED)
+                elif active.reason == CancelReason.OUTAGE:
+                    # The lease lapsed while the store was out of reach: not a failure.
+                    self._excuse(active)
                 else:
                     log.warning("occurrence.fenced_out", occurrence=occurrence)
                     self.on_done(active, Outcome.LEASE_LOST)
             return
 
-    def _give_up(self, active: ActiveRun, now: datetime) -> bool:
-        return self.stop_writing.is_set() or now >= active.lease.expires_at
+    def _excuse(self, active: ActiveRun) -> None:
+        log.warning("lease.lost", occurrence=str(active.lease.occurrence_id), reason="outage")
+        try:
+            store.excuse_outage(active.lease, now=self.clock.now())
+        except STORE_OUTAGE as exc:
+            connection.close_if_unusable_or_obsolete()
+            if self.outage is not None:
+                self.outage.failed(exc, during="completion")
+        self.on_done(active, Outcome.OUTAGE)
 
 
 __all__ = ["Completer"]

@@ -1,8 +1,13 @@
 """Running one claimed occurrence in its own execution scope, and writing its outcome.
 
-The scope: the thread's database connection is checked before the handler runs and closed or
-reset after; the logging context is bound to the schedule, occurrence, attempt, tenant and
-fencing token and cleared after. Every outcome write is fenced by the run's token.
+The scope: the thread's database connection is checked before the handler runs; after it, a
+connection the handler used is reset (``DISCARD ALL``) so no session state crosses runs; the
+logging context is bound to the schedule, occurrence, attempt, tenant and fencing token and
+cleared after. Every outcome write is fenced by the run's token.
+
+A store outage is not the job's failure: a handler that raised because the store could not be
+reached, and a run whose lease could not be confirmed, give the occurrence back with an
+``outage`` attempt once the store answers, and the failure count stays as it was.
 """
 
 from __future__ import annotations
@@ -12,33 +17,25 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
-from django.db import (
-    DEFAULT_DB_ALIAS,
-    InterfaceError,
-    OperationalError,
-    close_old_connections,
-    connection,
-    connections,
-)
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections
 
 from .. import store
-from ..clock import Clock, later
+from ..clock import LATEST, Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
-from ..models import AttemptOutcome, Schedule
+from ..models import AttemptOutcome
 from ..registry import Registry
 from ..safe_error import SafeError, loggable
 from ..store import Lease
-from .outage import Backoff
+from .inflight import ActiveRun, CancelReason
+from .outage import STORE_OUTAGE, Backoff, OutageLog, is_store_outage
 from .retry import backoff_delay
 from .run import Run
 
 log = structlog.get_logger("django_jobs.worker")
-
-# Errors that mean "the database cannot be reached", not "the job failed".
-STORE_OUTAGE = (OperationalError, InterfaceError)
 
 
 class Outcome(enum.StrEnum):
@@ -48,33 +45,9 @@ class Outcome(enum.StrEnum):
     LEASE_LOST = "lease_lost"
     RELEASED = "released"
     TIMED_OUT = "timed_out"
-    UNWRITTEN = "unwritten"  # the store stayed out until the lease expired
+    OUTAGE = "outage"  # the store was out of reach: given back, no failure counted
+    UNWRITTEN = "unwritten"  # the worker stopped before the store took the outcome
     HANDED_OVER = "handed_over"  # the completion is written by the completer (group commit)
-
-
-class CancelReason(enum.StrEnum):
-    TIMEOUT = "timeout"
-    LEASE_LOST = "lease_lost"
-    SHUTDOWN = "shutdown"
-
-
-@dataclass
-class ActiveRun:
-    """A run in progress on this replica, shared by its thread, the lease keeper and the loop."""
-
-    lease: Lease
-    schedule: Schedule
-    deadline: datetime
-    cancel: threading.Event = field(default_factory=threading.Event)
-    reason: CancelReason | None = None
-    abandoned: bool = False  # cut off by the loop: the thread's late writes are skipped
-    # Claimed ahead and waiting for a free run thread: its timeout starts when it starts.
-    started: bool = False
-
-    def cancel_for(self, reason: CancelReason) -> None:
-        if self.reason is None:
-            self.reason = reason
-        self.cancel.set()
 
 
 @dataclass(frozen=True)
@@ -86,11 +59,16 @@ class Execution:
     # Where a run that needs only its completion recorded is handed (the worker's completer,
     # which writes many in one fenced statement); ``None``: the run thread writes it itself.
     hand_over: Callable[[ActiveRun], None] | None = None
+    outage: OutageLog | None = None  # the replica's rate-limited outage log
 
 
 def release_unstarted(active: ActiveRun, ctx: Execution) -> Outcome:
     """Give back a run claimed ahead that was cancelled (shutdown) before it started."""
-    return _write(active, ctx, _release, Outcome.RELEASED)
+
+    def write(lease: Lease, now: datetime) -> bool:
+        return _release(lease, now, AttemptOutcome.UNSTARTED)
+
+    return _write(active, ctx, write, Outcome.RELEASED)
 
 
 def execute(active: ActiveRun, ctx: Execution) -> Outcome:
@@ -107,12 +85,25 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
         tenant=lease.tenant,
         token=lease.token,
     )
+    session = _SessionUse()
     try:
-        return _run_handler(active, ctx)
+        return _run_handler(active, ctx, session)
     finally:
         structlog.contextvars.clear_contextvars()
         if not outer_transaction:
             _keep_or_close_connection()
+            if session.used:
+                _reset_session()
+
+
+class _SessionUse:
+    """An execute wrapper that notes whether the handler sent anything on this connection."""
+
+    used = False
+
+    def __call__(self, execute: Callable[..., Any], *args: Any) -> Any:
+        self.used = True
+        return execute(*args)
 
 
 def _keep_or_close_connection() -> None:
@@ -127,6 +118,21 @@ def _keep_or_close_connection() -> None:
     connection.close_if_unusable_or_obsolete()
 
 
+def _reset_session() -> None:
+    """Give the next run a clean session: ``DISCARD ALL`` drops what a handler left on the
+    connection (settings, role, temporary tables, prepared statements, advisory locks, LISTEN
+    registrations); Django's own session setup (time zone, role) is then applied again. A
+    connection that cannot be reset is closed, and the next run opens a fresh one."""
+    if connection.connection is None:
+        return
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("DISCARD ALL")
+        connection.init_connection_state()
+    except Exception:  # any failure here: the next run starts on a fresh connection
+        connection.close()
+
+
 def _drop_leaked_transaction() -> bool:
     """If the handler returned inside a transaction it opened, roll it back and give this
     thread a fresh connection, so the outcome write does not join (and die with) it."""
@@ -137,7 +143,7 @@ def _drop_leaked_transaction() -> bool:
     return True
 
 
-def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
+def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Outcome:
     lease, schedule = active.lease, active.schedule
     run = Run(lease, clock=ctx.clock, deadline=active.deadline, cancel=active.cancel)
     outer_transaction = connection.in_atomic_block
@@ -146,15 +152,15 @@ def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
     except UnknownJob as exc:  # a bad schedule is reported and left alone, never retried
         return _dead(active, exc, ctx)
     try:
-        handler.func(run)
+        with connection.execute_wrapper(session):
+            handler.func(run)
         if not outer_transaction and _drop_leaked_transaction():
             raise JobsError(
                 f"job {schedule.job!r} returned with a database transaction still open; its "
                 "writes were rolled back. Close every transaction the handler opens."
             )
     except LeaseLost:
-        log.warning("lease.lost")
-        return Outcome.LEASE_LOST
+        return _lost(active, ctx)
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
     except Exception as exc:
@@ -165,12 +171,20 @@ def _run_handler(active: ActiveRun, ctx: Execution) -> Outcome:
         log.info("occurrence.completed")
         return Outcome.COMPLETED
     if active.reason == CancelReason.LEASE_LOST or active.abandoned:
-        log.warning("lease.lost")
-        return Outcome.LEASE_LOST
+        return _lost(active, ctx)
     if ctx.hand_over is not None:
         ctx.hand_over(active)
         return Outcome.HANDED_OVER
     return _write(active, ctx, _complete, Outcome.COMPLETED)
+
+
+def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
+    """Another holder has the occurrence. If the lease lapsed because the store could not be
+    reached, the attempt is excused (recorded ``outage``, its failure given back)."""
+    if active.reason == CancelReason.OUTAGE and not active.abandoned:
+        return _excuse(active, ctx)
+    log.warning("lease.lost", reason=active.reason)
+    return Outcome.LEASE_LOST
 
 
 def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
@@ -178,6 +192,8 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
     if active.abandoned or active.reason == CancelReason.LEASE_LOST:
         log.warning("lease.lost", error_type=type(exc).__name__)
         return Outcome.LEASE_LOST
+    if active.reason == CancelReason.OUTAGE or is_store_outage(exc):
+        return give_back_after_outage(active, ctx, exc)
     if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
         return _write(active, ctx, _release, Outcome.RELEASED)
     timed_out = active.reason == CancelReason.TIMEOUT
@@ -186,14 +202,49 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
     )
 
 
+def give_back_after_outage(
+    active: ActiveRun, ctx: Execution, exc: BaseException | None = None, *, until: datetime = LATEST
+) -> Outcome:
+    """The run ended because the store could not be reached: once it answers, give the
+    occurrence back (due again at once; the attempt recorded ``outage``, no failure counted),
+    or, if another claim took it over meanwhile, excuse the attempt."""
+    log.warning(
+        "occurrence.outage",
+        error_type=type(exc).__name__ if exc else None,
+        error=loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200) if exc else None,
+    )
+
+    def write(lease: Lease, now: datetime) -> bool:
+        return _release(lease, now, AttemptOutcome.OUTAGE)
+
+    result = _write(active, ctx, write, Outcome.OUTAGE, until=until)
+    if result == Outcome.LEASE_LOST:
+        return _excuse(active, ctx, until=until)
+    return result
+
+
+def _excuse(active: ActiveRun, ctx: Execution, *, until: datetime = LATEST) -> Outcome:
+    def write(lease: Lease, now: datetime) -> bool:
+        store.excuse_outage(lease, now=now)
+        return True
+
+    log.warning("lease.lost", reason=CancelReason.OUTAGE)
+    return _write(active, ctx, write, Outcome.OUTAGE, until=until)
+
+
 def record_failure(
-    active: ActiveRun, exc: BaseException, ctx: Execution, *, outcome: AttemptOutcome
+    active: ActiveRun,
+    exc: BaseException,
+    ctx: Execution,
+    *,
+    outcome: AttemptOutcome,
+    until: datetime = LATEST,
 ) -> Outcome:
     """A failed (or timed-out) attempt: retried after backoff, or dead once the schedule's
     ``max_attempts`` have failed."""
     if active.lease.failures + 1 >= active.schedule.max_attempts:
-        return _dead(active, exc, ctx, outcome=outcome)
-    return _retry(active, exc, ctx, outcome=outcome)
+        return _dead(active, exc, ctx, outcome=outcome, until=until)
+    return _retry(active, exc, ctx, outcome=outcome, until=until)
 
 
 def _safe(exc: BaseException, ctx: Execution) -> SafeError:
@@ -210,20 +261,26 @@ def _dead(
     ctx: Execution,
     *,
     outcome: AttemptOutcome = AttemptOutcome.FAILED,
+    until: datetime = LATEST,
 ) -> Outcome:
     error = _safe(exc, ctx)
 
     def write(lease: Lease, now: datetime) -> bool:
         return store.dead_letter(lease, now=now, error=error, outcome=outcome)
 
-    result = _write(active, ctx, write, Outcome.DEAD)
+    result = _write(active, ctx, write, Outcome.DEAD, until=until)
     if result == Outcome.DEAD:
         log.error("occurrence.dead", error_type=error.type, error=error.message, outcome=outcome)
     return result
 
 
 def _retry(
-    active: ActiveRun, exc: BaseException, ctx: Execution, *, outcome: AttemptOutcome
+    active: ActiveRun,
+    exc: BaseException,
+    ctx: Execution,
+    *,
+    outcome: AttemptOutcome,
+    until: datetime = LATEST,
 ) -> Outcome:
     """Record a failed attempt and when the next one may start (no lease is held meanwhile)."""
     error = _safe(exc, ctx)
@@ -235,7 +292,7 @@ def _retry(
     def write(lease: Lease, now: datetime) -> bool:
         return store.fail(lease, now=now, error=error, retry_at=later(now, delay), outcome=outcome)
 
-    result = _write(active, ctx, write, Outcome.RETRY)
+    result = _write(active, ctx, write, Outcome.RETRY, until=until)
     if result == Outcome.RETRY:
         log.warning(
             "occurrence.failed",
@@ -255,11 +312,13 @@ def _complete(lease: Lease, now: datetime) -> bool:
     return accepted
 
 
-def _release(lease: Lease, now: datetime) -> bool:
-    released = bool(store.release([lease], now=now).accepted)
+def _release(
+    lease: Lease, now: datetime, outcome: AttemptOutcome = AttemptOutcome.RELEASED
+) -> bool:
+    released = bool(store.release([lease], now=now, outcome=outcome).accepted)
     if released:
         store.notify("release")
-        log.info("occurrence.released")
+        log.info("occurrence.released", outcome=outcome.value)
     return released
 
 
@@ -268,11 +327,14 @@ def _write(
     ctx: Execution,
     write: Callable[[Lease, datetime], bool],
     success: Outcome,
+    *,
+    until: datetime = LATEST,
 ) -> Outcome:
-    """Write an outcome, fenced; through a store outage, keep trying until the lease expires.
+    """Write an outcome, fenced; through a store outage, keep trying until the store answers
+    (or ``until``, or a forced stop). A write the fence refuses is a lost lease.
 
-    After that another replica may own the occurrence and will run it again: the job's
-    idempotency (the occurrence key) makes that safe.
+    The fence, not the lease's expiry, decides: an outcome written after the lease lapsed is
+    accepted while no other claim has taken the occurrence.
     """
     backoff = Backoff(base=0.2, cap=5.0)
     while True:
@@ -284,7 +346,9 @@ def _write(
             return Outcome.LEASE_LOST
         except STORE_OUTAGE as exc:
             close_old_connections()
-            if ctx.clock.now() >= active.lease.expires_at or ctx.stop_writing.is_set():
+            if ctx.outage is not None:
+                ctx.outage.failed(exc, during="outcome")
+            if ctx.clock.now() >= until or ctx.stop_writing.is_set():
                 log.error(
                     "outcome.unwritten",
                     outcome=success.value,
@@ -292,3 +356,15 @@ def _write(
                 )
                 return Outcome.UNWRITTEN
             ctx.stop_writing.wait(backoff.next_delay())
+
+
+__all__ = [
+    "ActiveRun",
+    "CancelReason",
+    "Execution",
+    "Outcome",
+    "execute",
+    "give_back_after_outage",
+    "record_failure",
+    "release_unstarted",
+]

@@ -11,19 +11,23 @@ from django.db import connections
 
 from .. import store
 from ..clock import Clock
-from ..safe_error import loggable
-from .executor import STORE_OUTAGE, ActiveRun, CancelReason
+from .inflight import CancelReason, InFlight
+from .outage import STORE_OUTAGE, OutageLog
 
 log = structlog.get_logger("django_jobs.worker")
 
 
 class LeaseKeeper(threading.Thread):
-    """Renews the leases of running occurrences every third of the lease.
+    """Renews the leases of in-flight runs every third of the lease, on its own connection.
 
-    A lease the store no longer grants (its token is stale: another replica took the
-    occurrence over) cancels its run at once. When the store cannot be reached, a run is
-    cancelled before its lease would expire, so it never works on after another replica may
-    have taken it: a replica that cannot renew its lease stops that work.
+    A lease the store refuses (its token is stale: another replica took the occurrence over,
+    or an operator cancelled it) cancels its run at once, reason ``lease_lost``. When the
+    store cannot be reached, a run is cancelled a sixth of the lease before its lease would
+    expire, reason ``outage``, so it stops before another replica may take it over. Either
+    way the loop cuts off a handler that has not returned ``TIMEOUT_GRACE_SECONDS`` later: a
+    replica that cannot renew its lease stops that work.
+
+    Renewal never waits behind a run's ``run.atomic()`` lock (see ``store.renew``).
     """
 
     def __init__(
@@ -32,16 +36,17 @@ class LeaseKeeper(threading.Thread):
         owner: str,
         clock: Clock,
         lease_for: timedelta,
-        active: Callable[[], list[ActiveRun]],
-        patterns: tuple[str, ...] = (),
+        inflight: InFlight,
+        outage: OutageLog,
+        on_cancel: Callable[[], None] = lambda: None,
     ) -> None:
         super().__init__(name="django_jobs-lease-keeper", daemon=True)
-        self.owner, self.clock, self.lease_for, self.active = owner, clock, lease_for, active
+        self.owner, self.clock, self.lease_for = owner, clock, lease_for
+        self.inflight, self.outage, self.on_cancel = inflight, outage, on_cancel
         self.interval = lease_for / 3
         # Stop a run this long before its lease expires when renewal keeps failing.
         self.margin = lease_for / 6
         self.stopped = threading.Event()
-        self.patterns = patterns  # REDACT_PATTERNS, for logged errors
 
     def run(self) -> None:
         try:
@@ -51,7 +56,7 @@ class LeaseKeeper(threading.Thread):
             connections.close_all()
 
     def renew_once(self) -> None:
-        runs = [r for r in self.active() if not r.abandoned and r.reason != CancelReason.LEASE_LOST]
+        runs = self.inflight.to_keep()
         if not runs:
             return
         now = self.clock.now()
@@ -61,23 +66,21 @@ class LeaseKeeper(threading.Thread):
             )
         except STORE_OUTAGE as exc:
             connections["default"].close_if_unusable_or_obsolete()
+            self.outage.failed(exc, during="renewal")
             for r in runs:
-                if now >= r.lease.expires_at - self.margin:
+                near_expiry = now >= r.lease.expires_at - self.margin
+                if near_expiry and self.inflight.cancel(r, CancelReason.OUTAGE, now):
                     log.error(
-                        "lease.unrenewable",
-                        occurrence=str(r.lease.occurrence_id),
-                        token=r.lease.token,
-                        error=loggable(exc, patterns=self.patterns, max_chars=200),
+                        "lease.unconfirmed", occurrence=str(r.occurrence_id), token=r.lease.token
                     )
-                    r.cancel_for(CancelReason.LEASE_LOST)
+            self.on_cancel()
             return
         renewed = {lease.occurrence_id: lease for lease in kept}
         for r in runs:
-            lease = renewed.get(r.lease.occurrence_id)
-            if lease is None:
-                log.warning(
-                    "lease.lost", occurrence=str(r.lease.occurrence_id), token=r.lease.token
-                )
-                r.cancel_for(CancelReason.LEASE_LOST)
-            else:
-                r.lease = lease
+            lease = renewed.get(r.occurrence_id)
+            if lease is not None:
+                self.inflight.renewed(r, lease)
+                continue
+            log.warning("lease.lost", occurrence=str(r.occurrence_id), token=r.lease.token)
+            self.inflight.lose(r, now)
+        self.on_cancel()

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from uuid import UUID
 
 import structlog
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, close_old_connections, connections
@@ -29,17 +28,16 @@ from ..registry import Registry, registry
 from ..safe_error import loggable
 from .completer import Completer
 from .executor import (
-    STORE_OUTAGE,
-    ActiveRun,
-    CancelReason,
     Execution,
     Outcome,
     execute,
+    give_back_after_outage,
     record_failure,
     release_unstarted,
 )
+from .inflight import ActiveRun, CancelReason, InFlight, RunState
 from .leases import LeaseKeeper
-from .outage import Backoff, OutageLog
+from .outage import STORE_OUTAGE, Backoff, OutageLog
 from .planning import plan_due
 from .wakeup import Wakeup, conninfo_from_django
 
@@ -109,8 +107,20 @@ class Worker:
         self._cut_off_count = 0
         self.started_at = self.clock.now()
         self.inline = inline
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the outcome counters and the run-time average
         self._outcomes: Counter[str] = Counter()
+        self.wakeup = Wakeup(conninfo_from_django() if listen else None)
+        # Every run this replica holds a lease for; the loop, the run threads, the keeper and
+        # the completer change it only through its transitions.
+        self.inflight = InFlight(on_change=self.wakeup.poke)
+        patterns = self.settings.REDACT_PATTERNS
+        self.outage = OutageLog(self.clock, patterns=patterns)
+        # Database errors of a pass that are not an outage, logged at the same bounded rate.
+        self._pass_errors = OutageLog(
+            self.clock,
+            patterns=patterns,
+            events=("worker.pass_failed", "worker.pass_still_failing", "worker.pass_recovered"),
+        )
         stop_writing = threading.Event()
         # Completions of runs that need nothing else committed are group-committed by one
         # thread (inline runs, in a caller's transaction, write their own).
@@ -119,24 +129,23 @@ class Worker:
             on_done=self._written,
             stop_writing=stop_writing,
             max_batch=max(self.settings.CLAIM_BATCH_SIZE, concurrency),
-            patterns=self.settings.REDACT_PATTERNS,
+            patterns=patterns,
+            outage=self.outage,
         )
         self._execution = Execution(
             clock=self.clock,
             settings=self.settings,
             registry=jobs,
             stop_writing=stop_writing,
-            hand_over=None if inline else self._completer.submit,
+            hand_over=None if inline else self._hand_over,
+            outage=self.outage,
         )
         # ``serve`` plans only when a schedule may have come due (see ``step``); ``run_pass``
         # plans at every step.
         self._plan_at: datetime | None = None
         self._run_seconds: float | None = None  # moving average of recent runs' durations
-        self._active: dict[UUID, ActiveRun] = {}
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._run_connections: dict[int, BaseDatabaseWrapper] = {}
-        self.wakeup = Wakeup(conninfo_from_django() if listen else None)
-        self.outage = OutageLog(self.clock, patterns=self.settings.REDACT_PATTERNS)
         # Retry a lost store every 0.5 s, 1 s, 2 s ... at most 5 s apart: back within seconds.
         self._backoff = Backoff(base=0.5, cap=5.0)
         self._next_heartbeat = self.started_at
@@ -144,26 +153,28 @@ class Worker:
             owner=self.replica_id,
             clock=self.clock,
             lease_for=self.settings.lease,
-            active=self.active_runs,
-            patterns=self.settings.REDACT_PATTERNS,
+            inflight=self.inflight,
+            outage=self.outage,
+            on_cancel=self.wakeup.poke,
         )
 
     # --- shared state ---------------------------------------------------------------
 
     def running(self) -> list[ActiveRun]:
-        """Runs whose handler has not returned yet."""
-        with self._lock:
-            return list(self._active.values())
+        """Runs whose handler has not returned yet (or, claimed ahead, not started)."""
+        return self.inflight.running()
 
     def active_runs(self) -> list[ActiveRun]:
-        """Every run whose lease this replica must keep: running, or returned with its
-        completion not yet written."""
-        runs = {id(run): run for run in self._completer.held()}
-        runs.update((id(run), run) for run in self.running())
-        return list(runs.values())
+        """Every run whose lease this replica must keep: waiting, running, or returned with
+        its completion not yet written."""
+        return self.inflight.to_keep()
 
     def _busy(self) -> bool:
-        return bool(self._active) or self._completer.busy()
+        return len(self.inflight) > 0
+
+    def _hand_over(self, active: ActiveRun) -> None:
+        self.inflight.hand_over(active)
+        self._completer.submit(active)
 
     def request_stop(self) -> None:
         """Stop claiming and drain (first call); exit fast (second call). Signal-safe."""
@@ -209,7 +220,7 @@ class Worker:
         now = self.clock.now()
         if self._plan_at is None or now >= self._plan_at:
             self._plan(now)
-        running = len(self._active)
+        running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
         ahead = self._claim_ahead()
         if ahead and running > self.concurrency:
             # Every thread is busy and work claimed ahead still waits: claim again when a
@@ -220,17 +231,21 @@ class Worker:
         if free <= 0 or self.stopping.is_set() or paused.paused_all:
             return 0, 0
         asked = min(free, self.settings.CLAIM_BATCH_SIZE)
-        runs = store.claim_runs(
+        start_now = max(0, self.concurrency - running)  # the rest wait for a thread
+        claimed = store.claim_runs(
             owner=self.replica_id,
             now=now,
             lease_for=self.settings.lease,
             limit=asked,
             tenant=self.tenant,
             exclude_keys=paused.PAUSED_SCHEDULES,
+            start_now=start_now,
         )
-        for lease, schedule in runs:
-            self._start(lease, schedule, now)
-        return len(runs), asked
+        for occurrence in claimed.dead:
+            log.error("occurrence.dead", occurrence=str(occurrence), error_type=store.WORKER_LOST)
+        for n, (lease, schedule) in enumerate(claimed.runs):
+            self._start(lease, schedule, now, ahead=n >= start_now)
+        return len(claimed.runs) + len(claimed.dead), asked
 
     def _plan(self, now: datetime) -> None:
         limit = self.settings.PLAN_BATCH_SIZE
@@ -263,10 +278,16 @@ class Worker:
             short = self._run_seconds is not None and self._run_seconds < SHORT_RUN
         return self.settings.CLAIM_AHEAD if short else 0
 
-    def _start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
-        active = ActiveRun(lease=lease, schedule=schedule, deadline=later(now, schedule.timeout))
-        with self._lock:
-            self._active[lease.occurrence_id] = active
+    def _start(
+        self, lease: store.Lease, schedule: Schedule, now: datetime, *, ahead: bool = False
+    ) -> None:
+        active = ActiveRun(
+            lease=lease,
+            schedule=schedule,
+            deadline=later(now, schedule.timeout),
+            claimed_ahead=ahead,
+        )
+        self.inflight.add(active)
         log.debug(
             "occurrence.claimed",
             occurrence=str(lease.occurrence_id),
@@ -277,6 +298,7 @@ class Worker:
         )
         if self.inline:
             done: Future[Outcome] = Future()
+            self.inflight.start(active, active.deadline)
             done.set_result(execute(active, self._execution))
             self._finished(active, done)
             return
@@ -286,12 +308,15 @@ class Worker:
     def _run_in_thread(self, active: ActiveRun) -> Outcome:
         # The thread's connection stays open for its next run (``execute`` closes it when a
         # run broke it); the worker closes them all when it stops.
-        if active.cancel.is_set():  # claimed ahead, and the replica is stopping
-            return release_unstarted(active, self._execution)
+        if not self.inflight.start(active, later(self.clock.now(), active.schedule.timeout)):
+            return release_unstarted(active, self._execution)  # the replica is stopping
         began = time.perf_counter()  # a duration, not an instant: no clock needed
-        active.deadline = later(self.clock.now(), active.schedule.timeout)
-        active.started = True
         try:
+            if active.claimed_ahead:
+                try:
+                    store.mark_started(active.lease, now=self.clock.now())
+                except STORE_OUTAGE as exc:
+                    return give_back_after_outage(active, self._execution, exc)
             return execute(active, self._execution)
         finally:
             took = time.perf_counter() - began
@@ -313,29 +338,29 @@ class Worker:
                     wrapper.connection.close()
 
     def _finished(self, active: ActiveRun, future: Future[Outcome]) -> None:
-        with self._lock:
-            if self._active.get(active.lease.occurrence_id) is active:
-                del self._active[active.lease.occurrence_id]
         if future.cancelled():  # claimed ahead, never started: released at shutdown
+            self.inflight.finish(active)
             return
         exc = future.exception()
         if exc is not None:
+            self.inflight.finish(active)
             log.error(
                 "run.crashed",
                 occurrence=str(active.lease.occurrence_id),
                 error_type=type(exc).__name__,
                 error=self._loggable(exc),
             )
-        elif not active.abandoned and future.result() != Outcome.HANDED_OVER:
-            with self._lock:
-                self._outcomes[future.result().value] += 1
-        self.wakeup.poke()
+            return
+        outcome = future.result()
+        if outcome != Outcome.HANDED_OVER:  # else the completer finishes it
+            self._written(active, outcome)
 
     def _written(self, active: ActiveRun, outcome: Outcome) -> None:
-        """The completer wrote (or gave up on) a handed-over run's completion."""
-        with self._lock:
-            self._outcomes[outcome.value] += 1
-        self.wakeup.poke()
+        """A run's outcome is written (or given up on): off the books, and counted unless
+        the run was abandoned (the loop counted it then)."""
+        if self.inflight.finish(active):
+            with self._lock:
+                self._outcomes[outcome.value] += 1
 
     # --- run what is due now (--once) -----------------------------------------------
 
@@ -351,28 +376,35 @@ class Worker:
             self._completer.join(timeout=timeout)
 
     def close(self) -> None:
-        """Stop the lease keeper and the run threads (after ``run_pass``)."""
+        """Stop the lease keeper and the run threads (after ``run_pass``). Threads left
+        behind (cut off) are not waited for: the process must exit without them."""
         self._keeper.stopped.set()
         if self._keeper.is_alive():
             self._keeper.join(timeout=5)
-        self._pool.shutdown(wait=True)
+        self._pool.shutdown(wait=not self.stuck_threads, cancel_futures=True)
         self._stop_completer(timeout=30)
         self._close_run_connections()
         self.wakeup.close()
 
     def run_pass(self) -> PassSummary:
-        """Plan, claim and run what is due now, waiting for every run it started."""
+        """Plan, claim and run what is due now, waiting for every run it started.
+
+        A stop request (``runworker --once`` installs SIGTERM) drains as ``serve`` does: the
+        grace, then cancellation, release, and runs that ignore it left behind.
+        """
         self._ensure_keeper()
         summary = PassSummary()
         before = Counter(self._outcomes)
-        while True:
+        while not self.stopping.is_set():
             claimed, asked = self.step()
             summary.claimed += claimed
-            while self._busy():
+            while self._busy() and not self.stopping.is_set():
                 self._enforce_timeouts()
                 self.wakeup.wait(0.5)  # a finished run pokes: this is only an upper bound
-            if claimed < asked or asked == 0 or self.stopping.is_set():
+            if claimed < asked or asked == 0:
                 break
+        if self.stopping.is_set():
+            self._drain()
         summary.outcomes = self._outcomes - before
         return summary
 
@@ -422,18 +454,15 @@ class Worker:
                 self.wakeup.wait(self._backoff.next_delay())
                 continue
             except DatabaseError as exc:
-                # Not an outage (a deadlock victim, a constraint): log it and try again shortly;
-                # a worker never dies of one bad pass.
-                log.error(
-                    "worker.pass_failed",
-                    error_type=type(exc).__name__,
-                    error=self._loggable(exc),
-                )
+                # Not an outage (a constraint, a bad row): log it at a bounded rate and try
+                # again shortly; a worker never dies of one bad pass.
+                self._pass_errors.failed(exc)
                 close_old_connections()
                 self.wakeup.wait(self._backoff.next_delay())
                 continue
-            if self.outage.active:
+            if self.outage.active or self._pass_errors.active:
                 self.outage.recovered()
+                self._pass_errors.recovered()
                 self._backoff.reset()
             if self.exit_code == EXIT_RESTART:
                 break
@@ -442,18 +471,20 @@ class Worker:
         return self._shutdown()
 
     def _idle_seconds(self) -> float:
-        """Sleep until the earliest of: due work, a run's timeout, the next heartbeat."""
+        """Sleep until the earliest of: due work, a run's timeout or cut-off, the next
+        heartbeat."""
         now = self.clock.now()
         candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._next_heartbeat]
-        if len(self._active) < self.concurrency:
+        if self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency:
             due = store.next_wakeup(now=now)
             if due is not None:
                 candidates.append(due)
                 if self._plan_at is not None:
                     self._plan_at = min(self._plan_at, due)
         grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
-        for active in [run for run in self.running() if run.started]:
-            candidates.append(active.deadline + (grace if active.cancel.is_set() else timedelta(0)))
+        for active in self.inflight.in_state(RunState.RUNNING):
+            cut_off_at = self._cut_off_at(active, grace)
+            candidates.append(active.deadline if cut_off_at is None else cut_off_at)
         return max(0.0, (min(candidates) - now).total_seconds())
 
     def _heartbeat(self, state: ReplicaState, *, force: bool = False) -> None:
@@ -468,57 +499,75 @@ class Worker:
             now=now,
             state=state.value,
             concurrency=self.concurrency,
-            running=len(self._active),
+            running=len(self.inflight),
         )
         self._next_heartbeat = now + timedelta(seconds=self.settings.HEARTBEAT_SECONDS)
 
+    @staticmethod
+    def _cut_off_at(active: ActiveRun, grace: timedelta) -> datetime | None:
+        """When a cancelled run that has not returned is cut off: its grace after it was
+        cancelled for a timeout, a lost lease or an outage. Shutdown has its own grace."""
+        if active.cancelled_at is None or active.reason == CancelReason.SHUTDOWN:
+            return None
+        return active.cancelled_at + grace
+
     def _enforce_timeouts(self) -> None:
-        """Cancel runs past their deadline; cut off those that ignore it past the grace."""
+        """Cancel runs past their deadline; cut off those that ignore a cancellation (timeout,
+        lost lease, outage) past the grace."""
         now = self.clock.now()
         grace = timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
-        for active in self.running():
-            if active.abandoned or not active.started:
-                continue
-            if now >= active.deadline and not active.cancel.is_set():
-                log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
-                active.cancel_for(CancelReason.TIMEOUT)
-            elif active.reason == CancelReason.TIMEOUT and now >= active.deadline + grace:
+        for active in self.inflight.in_state(RunState.RUNNING):
+            cut_off_at = self._cut_off_at(active, grace)
+            if cut_off_at is not None and now >= cut_off_at:
                 self._cut_off(active)
+            elif now >= active.deadline and self.inflight.cancel(active, CancelReason.TIMEOUT, now):
+                log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
 
     def _cut_off(self, active: ActiveRun) -> None:
-        """Record a run that ignores cancellation as timed out and leave its thread behind.
+        """Leave behind the thread of a run that ignores cancellation, and record its attempt.
 
         A Python thread cannot be killed: the replica stops claiming and exits with code 3 so
-        its supervisor restarts it. Anything the abandoned thread writes later is refused by
-        fencing (the occurrence is no longer processing under its token).
+        its supervisor restarts it, which ends the handler. Anything the abandoned thread
+        writes meanwhile is refused by fencing (a timed-out occurrence is no longer processing
+        under its token; a lost lease has another holder).
         """
-        with self._lock:
-            self._active.pop(active.lease.occurrence_id, None)
-        log.error("run.cut_off", occurrence=str(active.lease.occurrence_id))
-        timeout = Cancelled(f"ran past its timeout of {active.schedule.timeout} and its grace")
-        record_failure(active, timeout, self._execution, outcome=AttemptOutcome.TIMED_OUT)
-        active.abandoned = True
+        if not self.inflight.abandon(active):
+            return  # it returned after all
+        reason = active.reason
+        log.error("run.cut_off", occurrence=str(active.lease.occurrence_id), reason=reason)
+        until = active.lease.expires_at  # from the loop: never wait out a long outage here
+        if reason == CancelReason.TIMEOUT:
+            timeout = Cancelled(f"ran past its timeout of {active.schedule.timeout} and its grace")
+            record_failure(
+                active, timeout, self._execution, outcome=AttemptOutcome.TIMED_OUT, until=until
+            )
+            outcome = Outcome.TIMED_OUT
+        elif reason == CancelReason.OUTAGE:
+            outcome = give_back_after_outage(active, self._execution, until=until)
+        else:
+            outcome = Outcome.LEASE_LOST
         self._cut_off_count += 1
-        self._outcomes[Outcome.TIMED_OUT.value] += 1
+        with self._lock:
+            self._outcomes[outcome.value] += 1
         self.exit_code = EXIT_RESTART
         self.stopping.set()
 
-    def _shutdown(self) -> int:
+    def _drain(self) -> None:
         """Stop claiming; give running occurrences the grace period; then cancel them and
-        release their leases so another replica can take them at once."""
-        log.info("worker.draining", running=len(self._active))
-        self._try(lambda: self._heartbeat(ReplicaState.DRAINING, force=True))
+        release their leases so another replica can take them at once. Runs still going
+        after that are left behind (``stuck_threads``)."""
         until = self.clock.now() + self.settings.shutdown_grace
         while self._busy() and not self.forced.is_set() and self.clock.now() < until:
+            if self.exit_code == EXIT_RESTART:
+                break  # a run was cut off: the process must end, not wait out the grace
+            self._enforce_timeouts()
             self.wakeup.wait(min(1.0, (until - self.clock.now()).total_seconds()))
         for active in self.running():
-            active.cancel_for(CancelReason.SHUTDOWN)
+            self.inflight.cancel(active, CancelReason.SHUTDOWN, self.clock.now())
         settle = self.clock.now() + timedelta(seconds=0 if self.forced.is_set() else 2)
-        while self._active and self.clock.now() < settle:
+        while self.running() and self.clock.now() < settle:
             self.wakeup.wait(0.1)
-        leftovers = self.running()
-        for active in leftovers:
-            active.abandoned = True
+        leftovers = [run for run in self.running() if self.inflight.abandon(run)]
         self.stuck_threads = len(leftovers) + self._cut_off_count
         if leftovers:
             self._try(lambda: store.release([a.lease for a in leftovers], now=self.clock.now()))
@@ -529,6 +578,12 @@ class Worker:
         self._stop_completer(timeout=0 if self.forced.is_set() else 2)
         if self._completer.is_alive():
             self.stuck_threads += 1
+            self._execution.stop_writing.set()
+
+    def _shutdown(self) -> int:
+        log.info("worker.draining", running=len(self.inflight))
+        self._try(lambda: self._heartbeat(ReplicaState.DRAINING, force=True))
+        self._drain()
         self._keeper.stopped.set()
         self._try(lambda: self._heartbeat(ReplicaState.STOPPED, force=True))
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -46,17 +46,16 @@ class Command(BaseCommand):
         def sync() -> None:
             reports.append(sync_schedules(declared.all(), now=worker.clock.now()))
 
+        def stop(signum: int, frame: FrameType | None) -> None:
+            worker.request_stop()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
         if options["once"]:
             # One pass, for cron-style use: a store outage fails the command at once.
             worker.sync_clock()
             sync()
         else:
-
-            def stop(signum: int, frame: FrameType | None) -> None:
-                worker.request_stop()
-
-            signal.signal(signal.SIGTERM, stop)
-            signal.signal(signal.SIGINT, stop)
             # Started into an outage, the worker waits for the store instead of exiting.
             if not worker.start_up(sync):
                 self.stdout.write(f"django_jobs worker {worker.replica_id} stopped before starting")
@@ -70,13 +69,15 @@ class Command(BaseCommand):
                 while (summary := worker.run_pass()).claimed:
                     self.stdout.write(f"pass: {summary}")
                     total += summary.claimed
+                    if worker.stopping.is_set():
+                        break
             finally:
                 worker.close()
             self.stdout.write(f"nothing more is due; ran {total} occurrence(s); exiting")
-            return
-
-        code = worker.serve()
-        self.stdout.write(f"django_jobs worker {worker.replica_id} stopped (exit {code})")
+            code = worker.exit_code
+        else:
+            code = worker.serve()
+            self.stdout.write(f"django_jobs worker {worker.replica_id} stopped (exit {code})")
         self.stdout.flush()
         if worker.stuck_threads:
             # A run thread that ignores cancellation would keep the interpreter alive at exit:

@@ -1,0 +1,167 @@
+"""The replica's in-flight runs: one owner, explicit states, changed under one lock.
+
+A run is claimed (possibly ahead of a free run thread), started by a run thread, and then either
+ends in its thread or is handed to the completer, which writes its completion. The loop, the
+run threads, the lease keeper and the completer all hold this object and change a run only
+through its transitions, the way ``concurrent.futures`` owns a future's state:
+
+    CLAIMED --start--> RUNNING --hand_over--> WRITING --finish--> (gone)
+       |                  |                                  ^
+       +------------------+-------------- finish ------------+
+       +------------------+-- abandon --> ABANDONED (gone from the books)
+
+Cancellation (timeout, lost lease, store outage, shutdown) is recorded once, with its reason
+and instant; the first reason stands.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from ..models import Schedule
+from ..store import Lease
+
+
+class RunState(enum.StrEnum):
+    CLAIMED = "claimed"  # claimed ahead, waiting for a run thread; its timeout has not begun
+    RUNNING = "running"  # its handler is running
+    WRITING = "writing"  # its handler returned; the completer writes its completion
+    ABANDONED = "abandoned"  # cut off or left behind: its thread's late writes are skipped
+
+
+class CancelReason(enum.StrEnum):
+    TIMEOUT = "timeout"
+    LEASE_LOST = "lease_lost"  # the store refused the renewal: another holder, or cancelled
+    OUTAGE = "outage"  # the store could not be reached to confirm the lease
+    SHUTDOWN = "shutdown"
+
+
+@dataclass(eq=False)
+class ActiveRun:
+    """One run on this replica. Its fields change only through ``InFlight``'s transitions;
+    anyone may read them."""
+
+    lease: Lease
+    schedule: Schedule
+    deadline: datetime
+    state: RunState = RunState.CLAIMED
+    cancel: threading.Event = field(default_factory=threading.Event)
+    reason: CancelReason | None = None
+    cancelled_at: datetime | None = None
+    lost: bool = False  # the store refused its renewal: another claim or an operator ended it
+    claimed_ahead: bool = False  # its Attempt says ``claimed`` until a thread starts it
+
+    @property
+    def occurrence_id(self) -> UUID:
+        return self.lease.occurrence_id
+
+    @property
+    def abandoned(self) -> bool:
+        return self.state == RunState.ABANDONED
+
+    @property
+    def started(self) -> bool:
+        return self.state in (RunState.RUNNING, RunState.WRITING)
+
+
+class InFlight:
+    """Every run this replica holds a lease for, by state."""
+
+    def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[UUID, ActiveRun] = {}
+        self._on_change = on_change  # wakes the loop (a finished run frees a thread)
+
+    # --- transitions ------------------------------------------------------------------
+
+    def add(self, run: ActiveRun) -> None:
+        with self._lock:
+            self._runs[run.occurrence_id] = run
+
+    def start(self, run: ActiveRun, deadline: datetime) -> bool:
+        """CLAIMED -> RUNNING, its timeout counted from now. False when it was cancelled
+        before it started (the replica is stopping): give it back unrun."""
+        with self._lock:
+            if run.state != RunState.CLAIMED or run.cancel.is_set():
+                return False
+            run.state, run.deadline = RunState.RUNNING, deadline
+            return True
+
+    def hand_over(self, run: ActiveRun) -> None:
+        """RUNNING -> WRITING: the completer owns its outcome write now."""
+        with self._lock:
+            if run.state == RunState.RUNNING:
+                run.state = RunState.WRITING
+
+    def finish(self, run: ActiveRun) -> bool:
+        """Off the books: its outcome is written (or given up). False if it was abandoned."""
+        with self._lock:
+            if self._runs.get(run.occurrence_id) is run:
+                del self._runs[run.occurrence_id]
+            abandoned = run.state == RunState.ABANDONED
+        self._on_change()
+        return not abandoned
+
+    def abandon(self, run: ActiveRun) -> bool:
+        """Leave a run's thread behind (cut off, or still running at exit). False if it had
+        already finished."""
+        with self._lock:
+            if self._runs.get(run.occurrence_id) is not run:
+                return False
+            del self._runs[run.occurrence_id]
+            run.state = RunState.ABANDONED
+        self._on_change()
+        return True
+
+    def cancel(self, run: ActiveRun, reason: CancelReason, now: datetime) -> bool:
+        """Ask a run to stop; the first reason stands. True if this call cancelled it."""
+        with self._lock:
+            first = run.reason is None
+            if first:
+                run.reason, run.cancelled_at = reason, now
+        run.cancel.set()
+        return first
+
+    def lose(self, run: ActiveRun, now: datetime) -> None:
+        """The store refused its renewal: stop renewing it and cancel it (``lease_lost``,
+        unless it was already cancelled for another reason, which stands)."""
+        with self._lock:
+            run.lost = True
+        self.cancel(run, CancelReason.LEASE_LOST, now)
+
+    def renewed(self, run: ActiveRun, lease: Lease) -> None:
+        with self._lock:
+            if run.lease.token == lease.token:
+                run.lease = lease
+
+    # --- views ------------------------------------------------------------------------
+
+    def in_state(self, *states: RunState) -> list[ActiveRun]:
+        with self._lock:
+            return [run for run in self._runs.values() if run.state in states]
+
+    def all(self) -> list[ActiveRun]:
+        return self.in_state(RunState.CLAIMED, RunState.RUNNING, RunState.WRITING)
+
+    def running(self) -> list[ActiveRun]:
+        """Runs whose handler has not returned (or not started yet)."""
+        return self.in_state(RunState.CLAIMED, RunState.RUNNING)
+
+    def to_keep(self) -> list[ActiveRun]:
+        """Runs whose lease this replica must keep renewing."""
+        return [run for run in self.all() if not run.lost]
+
+    def count(self, *states: RunState) -> int:
+        return len(self.in_state(*states))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._runs)
+
+
+__all__ = ["ActiveRun", "CancelReason", "InFlight", "RunState"]
