@@ -233,6 +233,7 @@ def claim(
     limit: int,
     tenant: str | None = None,
     exclude_keys: Sequence[str] = (),
+    start_now: int | None = None,
 ) -> list[Lease]:
     """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first.
 
@@ -245,6 +246,7 @@ def claim(
         limit=limit,
         tenant=tenant,
         exclude_keys=exclude_keys,
+        start_now=start_now,
     )
     return [lease for lease, _ in runs]
 

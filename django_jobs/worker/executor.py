@@ -217,6 +217,7 @@ def give_back_after_outage(
     def write(lease: Lease, now: datetime) -> bool:
         return _release(lease, now, AttemptOutcome.OUTAGE)
 
+    connection.close_if_unusable_or_obsolete()  # the error may have broken this connection
     result = _write(active, ctx, write, Outcome.OUTAGE, until=until)
     if result == Outcome.LEASE_LOST:
         return _excuse(active, ctx, until=until)

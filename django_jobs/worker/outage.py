@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import psycopg
 import structlog
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from ..clock import Clock
 from ..safe_error import loggable
@@ -49,11 +49,13 @@ def is_store_outage(exc: BaseException) -> bool:
 def _is_outage_error(exc: BaseException) -> bool:
     if isinstance(exc, InterfaceError | psycopg.InterfaceError):
         return True  # the connection is closed
-    if not isinstance(exc, OperationalError | psycopg.OperationalError):
+    if not isinstance(exc, DatabaseError | psycopg.Error):
         return False
     state = _sqlstate(exc)
-    # No SQLSTATE: the server never answered (refused, reset, timed out).
-    return state is None or state.startswith(_OUTAGE_STATES)
+    if state is None:
+        # The server never answered (refused, reset, timed out).
+        return isinstance(exc, OperationalError | psycopg.OperationalError)
+    return state.startswith(_OUTAGE_STATES)
 
 
 class Backoff:

@@ -1,0 +1,226 @@
+"""Attempts that end without an outcome: lost (counted, bounded by max_attempts), claimed ahead
+and never started (free), or ended by a store outage (free, and excused after a takeover).
+Real PostgreSQL; the outage errors are real ones the server or the driver raises."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+from django.db import IntegrityError, OperationalError, connection, transaction
+
+from django_jobs import store
+from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
+from django_jobs.registry import Registry
+from django_jobs.worker.loop import Worker
+from django_jobs.worker.outage import is_store_outage
+from django_jobs.worker.run import Run
+
+from .concurrency import on_own_connection
+from .factories import T0, ScheduleFactory
+from .storeutil import LEASE, claim, plan
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+LATER = LEASE + timedelta(seconds=1)
+
+
+def outcomes(occurrence_id) -> list[str]:
+    rows = Attempt.objects.filter(occurrence_id=occurrence_id).order_by("number")
+    return list(rows.values_list("outcome", flat=True))
+
+
+def test_lost_attempts_count_and_the_one_that_uses_up_max_attempts_dead_letters(clock) -> None:
+    schedule = ScheduleFactory.create(max_attempts=2)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    claim("crashed-1", T0)
+    (second,) = claim("crashed-2", T0 + LATER)
+    assert second.failures == 1
+
+    taken = store.claim_runs(owner="next", now=T0 + 2 * LATER, lease_for=LEASE, limit=5)
+
+    assert taken.runs == []
+    assert taken.dead == [occurrence_id]
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert occurrence.state == OccurrenceState.DEAD
+    assert (occurrence.failures, occurrence.attempts) == (2, 2)
+    assert occurrence.last_error_type == store.WORKER_LOST
+    assert "attempt 2 ended without an outcome" in occurrence.last_error_message
+    assert "max_attempts (2)" in occurrence.last_error_message
+    assert occurrence.lease_owner == ""
+    assert outcomes(occurrence_id) == [AttemptOutcome.LEASE_LOST] * 2
+
+
+def test_an_attempt_claimed_ahead_and_never_started_costs_nothing(clock) -> None:
+    schedule = ScheduleFactory.create(max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    store.claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
+    assert outcomes(occurrence_id) == [AttemptOutcome.CLAIMED]
+
+    (lease,) = claim("next", T0 + LATER)  # its replica died before a thread took it
+
+    assert lease.failures == 0
+    assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED, AttemptOutcome.RUNNING]
+
+
+def test_a_claimed_ahead_run_counts_once_a_thread_started_it(clock) -> None:
+    schedule = ScheduleFactory.create(max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    (lease,) = store.claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
+    store.mark_started(lease, now=T0)
+
+    taken = store.claim_runs(owner="next", now=T0 + LATER, lease_for=LEASE, limit=5)
+
+    assert taken.dead == [occurrence_id]
+    assert outcomes(occurrence_id) == [AttemptOutcome.LEASE_LOST]
+
+
+def test_an_attempt_lost_to_an_outage_is_excused_and_its_dead_letter_revived(clock) -> None:
+    schedule = ScheduleFactory.create(max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    (cut_off,) = claim("cut-off", T0)
+    # The store came back; another replica's claim got there first and counted the attempt.
+    assert store.claim_runs(owner="next", now=T0 + LATER, lease_for=LEASE, limit=5).dead
+
+    assert store.excuse_outage(cut_off, now=T0 + LATER) is True
+
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.SCHEDULED, 0)
+    assert (occurrence.last_error_type, occurrence.finished_at) == ("", None)
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE]
+    assert store.excuse_outage(cut_off, now=T0 + LATER) is False  # once only
+    (again,) = claim("next", T0 + LATER)
+    assert again.attempt == 2
+    assert again.failures == 0
+
+
+def test_an_excused_attempt_gives_back_its_failure_and_leaves_the_new_holder_alone(
+    clock,
+) -> None:
+    schedule = ScheduleFactory.create(max_attempts=3)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    (cut_off,) = claim("cut-off", T0)
+    (holder,) = claim("holder", T0 + LATER)
+
+    assert store.excuse_outage(cut_off, now=T0 + LATER) is True
+
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.PROCESSING, 0)
+    assert (occurrence.lease_owner, occurrence.fencing_token) == ("holder", holder.token)
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.RUNNING]
+    # Only the owner of the attempt can excuse it.
+    assert store.excuse_outage(holder, now=T0 + LATER) is False
+
+
+def test_a_handler_cut_off_from_the_store_gives_its_occurrence_back_without_a_failure(
+    clock,
+) -> None:
+    """Attempt 1's connection is terminated under it (as a PostgreSQL restart would do); with
+    max_attempts=1 the occurrence still runs again and completes."""
+
+    def reads_through_an_outage(run: Run) -> None:
+        if run.attempt == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    jobs = Registry()
+    jobs.register("tests.outage", reads_through_an_outage)
+    schedule = ScheduleFactory.create(job="tests.outage", max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
+    try:
+        summary = worker.run_pass()  # given back due at once: claimed again in the same pass
+    finally:
+        worker.close()
+
+    assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.COMPLETED, 0)
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]
+
+
+# --- which errors are an outage ---------------------------------------------------------
+
+
+def caught(action) -> BaseException:
+    try:
+        action()
+    except Exception as exc:  # the error under test
+        return exc
+    raise AssertionError("no error raised")
+
+
+def test_a_refused_connection_is_an_outage() -> None:
+    exc = caught(lambda: psycopg.connect("postgresql://127.0.0.1:1/x", connect_timeout=2))
+    assert is_store_outage(exc)
+    assert is_store_outage(RuntimeError("wrapped")) is False
+    wrapped = caught(lambda: _raise_from(RuntimeError("report failed"), exc))
+    assert is_store_outage(wrapped), "an error raised from an outage is an outage"
+
+
+def _raise_from(error: Exception, cause: BaseException) -> None:
+    raise error from cause
+
+
+def test_a_terminated_session_is_an_outage() -> None:
+    def terminated() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    exc = caught(on_own_connection(terminated))
+    assert isinstance(exc, OperationalError)
+    assert is_store_outage(exc)
+
+
+def test_a_read_only_server_is_an_outage() -> None:
+    def write_when_read_only() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION READ ONLY")
+            cursor.execute("CREATE TEMP TABLE t (x int)")
+
+    assert is_store_outage(caught(on_own_connection(write_when_read_only)))
+
+
+def test_errors_of_the_job_itself_are_not_an_outage() -> None:
+    def cancelled_statement() -> None:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SET LOCAL statement_timeout = 1")
+            cursor.execute("SELECT pg_sleep(1)")
+
+    def duplicate_key() -> None:
+        schedule = ScheduleFactory.create()
+        with transaction.atomic():
+            ScheduleFactory.create(key=schedule.key, tenant=schedule.tenant)
+
+    timeout = caught(on_own_connection(cancelled_statement))
+    assert isinstance(timeout, OperationalError)
+    assert not is_store_outage(timeout)
+    duplicate = caught(on_own_connection(duplicate_key))
+    assert isinstance(duplicate, IntegrityError)
+    assert not is_store_outage(duplicate)
+    assert not is_store_outage(ValueError("bad input"))
+
+
+def test_pass_errors_are_logged_at_a_bounded_rate(clock) -> None:
+    from structlog.testing import capture_logs
+
+    from django_jobs.worker.outage import OutageLog
+
+    errors = OutageLog(
+        clock,
+        events=("worker.pass_failed", "worker.pass_still_failing", "worker.pass_recovered"),
+    )
+    with capture_logs() as logs:
+        for _ in range(100):
+            errors.failed(IntegrityError("bad row"))
+            clock.advance(timedelta(seconds=1))
+        errors.recovered()
+    # 100 errors in 100 seconds: the first, one summary per 30 seconds, the recovery.
+    assert [e["event"] for e in logs] == [
+        "worker.pass_failed",
+        *["worker.pass_still_failing"] * 3,
+        "worker.pass_recovered",
+    ]
+    assert [e["suppressed"] for e in logs[1:4]] == [29, 29, 29]
