@@ -15,8 +15,9 @@ CLAIM_AHEAD               16       how many occurrences a replica may claim beyo
 PLAN_BATCH_SIZE           500      how many due schedules one plan pass plans at most
                                    (in a handful of statements)
 SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
-TIMEOUT_GRACE_SECONDS     10       how long a run past its timeout may take to stop
-                                   before it is cut off
+TIMEOUT_GRACE_SECONDS     10       how long a cancelled run (past its timeout, or its
+                                   lease lost or unconfirmed) may take to stop before
+                                   it is cut off
 HEARTBEAT_SECONDS         5        how often a replica records that it is alive
 POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes earlier
                                    for due work and for NOTIFY from other replicas
