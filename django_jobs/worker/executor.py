@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections
+from psycopg.sql import SQL, Literal
 
 from .. import store
 from ..clock import LATEST, Clock, later
@@ -118,17 +119,28 @@ def _keep_or_close_connection() -> None:
     connection.close_if_unusable_or_obsolete()
 
 
+# What ``DISCARD ALL`` does, statement by statement: ``DISCARD ALL`` itself cannot share a
+# round trip with the session setup that must follow it (it refuses to run in the implicit
+# transaction of a multi-statement query); these can.
+_DISCARD = (
+    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
+)
+
+
 def _reset_session() -> None:
-    """Give the next run a clean session: ``DISCARD ALL`` drops what a handler left on the
-    connection (settings, role, temporary tables, prepared statements, advisory locks, LISTEN
-    registrations); Django's own session setup (time zone, role) is then applied again. A
-    connection that cannot be reset is closed, and the next run opens a fresh one."""
+    """Give the next run a clean session: drop what a handler left on the connection
+    (settings, role, temporary tables, prepared statements, cursors, advisory locks, LISTEN
+    registrations), then apply Django's own session setup again (time zone, role), in one
+    round trip. A connection that cannot be reset is closed: the next run opens a fresh one."""
     if connection.connection is None:
         return
+    statements = [SQL(_DISCARD), SQL("SET TIME ZONE {}").format(Literal(connection.timezone_name))]
+    if role := connection.settings_dict["OPTIONS"].get("assume_role"):
+        statements.append(SQL("SET ROLE {}").format(Literal(role)))
     try:
         with connection.cursor() as cursor:
-            cursor.execute("DISCARD ALL")
-        connection.init_connection_state()
+            cursor.execute(SQL("; ").join(statements).as_string(connection.connection))
     except Exception:  # any failure here: the next run starts on a fresh connection
         connection.close()
 

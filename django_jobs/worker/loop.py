@@ -356,11 +356,13 @@ class Worker:
             self._written(active, outcome)
 
     def _written(self, active: ActiveRun, outcome: Outcome) -> None:
-        """A run's outcome is written (or given up on): off the books, and counted unless
-        the run was abandoned (the loop counted it then)."""
-        if self.inflight.finish(active):
+        """A run's outcome is written (or given up on): counted unless the run was abandoned
+        (the loop counted it then), then off the books, so a pass that waits for the books to
+        empty sees the count."""
+        if not active.abandoned:
             with self._lock:
                 self._outcomes[outcome.value] += 1
+        self.inflight.finish(active)
 
     # --- run what is due now (--once) -----------------------------------------------
 
