@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -59,6 +60,15 @@ class Registry:
     ) -> JobHandler:
         if not name or name != name.strip():
             raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
+        if inspect.isgeneratorfunction(func) or inspect.isasyncgenfunction(func):
+            # Calling one only builds a generator: the body would never run, yet the
+            # occurrence would be recorded completed.
+            kind = "an async generator" if inspect.isasyncgenfunction(func) else "a generator"
+            raise ConfigurationError(
+                f"job {name!r}: {getattr(func, '__qualname__', func)!s} is {kind} function; "
+                "a handler must run to completion and return, not yield. Remove the yield "
+                "(act on each item in the handler, or collect them in a list)"
+            )
         existing = self._handlers.get(name)
         if existing is not None and existing.func is not func:
             raise ConfigurationError(

@@ -34,6 +34,9 @@ ORM_WRITES = {
     "get_or_create",
     "update_or_create",
 }
+# Django's async ORM (``await obj.asave()``, ``await M.objects.acreate()``), what a coroutine
+# handler writes with.
+ASYNC_ORM_WRITES = {f"a{name}" for name in ORM_WRITES}
 SQL_CALLS = {"cursor", "execute", "executemany", "raw"}
 HTTP_MODULES = {"requests", "httpx", "urllib", "urllib3", "aiohttp", "http"}
 
@@ -79,18 +82,35 @@ def local_time_reads(source: str) -> list[Finding]:
     return found
 
 
+def _storage_write(target: ast.expr) -> str:
+    """What writing ``target`` names (``obj.save``, ``M.objects.acreate``, ``c.execute``), or
+    ``""`` when it names no storage write."""
+    if not isinstance(target, ast.Attribute):
+        return ""
+    name, receiver = target.attr, target.value
+    plain = name[1:] if name in ASYNC_ORM_WRITES else name
+    on_manager = isinstance(receiver, ast.Attribute) and receiver.attr == "objects"
+    if plain in {"save", "delete"} or (plain in ORM_WRITES and on_manager):
+        return f"writes a model directly (.{name}())"
+    if name in SQL_CALLS:
+        return f"runs SQL directly (.{name}())"
+    return ""
+
+
 def storage_writes(source: str) -> list[Finding]:
-    """Direct model writes (``.save()``, ``.objects.create()`` ...) and SQL (cursors)."""
+    """Direct model writes (``.save()``, ``.objects.create()``, their async forms ...) and SQL
+    (cursors), whether called or passed to be called (``sync_to_async(M.objects.create)``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        if not isinstance(node, ast.Call):
             continue
-        name, receiver = node.func.attr, node.func.value
-        on_manager = isinstance(receiver, ast.Attribute) and receiver.attr == "objects"
-        if name == "save" or (name in ORM_WRITES and (on_manager or name == "delete")):
-            found.append(Finding(node.lineno, f"writes a model directly (.{name}())"))
-        elif name in SQL_CALLS:
-            found.append(Finding(node.lineno, f"runs SQL directly (.{name}())"))
+        what = _storage_write(node.func)
+        if what:
+            found.append(Finding(node.lineno, what))
+        for arg in node.args:
+            passed = _storage_write(arg)
+            if passed:
+                found.append(Finding(node.lineno, f"{passed} through {_receiver(node.func)}()"))
     return found
 
 

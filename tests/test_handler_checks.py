@@ -28,6 +28,22 @@ def reads_local_time(run):
     return dt.datetime.now()  # noqa: DTZ005
 
 
+async def writes_through_the_async_orm(run):
+    from example_project.billing.models import Statement
+
+    await Statement.objects.acreate(idempotency_key=run.occurrence_key, for_date=run.scheduled_at)
+
+
+async def writes_through_sync_to_async(run):
+    from asgiref.sync import sync_to_async
+
+    from example_project.billing.models import Statement
+
+    await sync_to_async(Statement.objects.create)(
+        idempotency_key=run.occurrence_key, for_date=run.scheduled_at
+    )
+
+
 @pytest.fixture
 def registered() -> Iterator:
     names: list[str] = []
@@ -67,6 +83,21 @@ def test_w020_a_handler_that_reads_local_time(registered) -> None:
     assert (ident, "naive datetime.now()" in msg) == ("django_jobs.W020", True)
 
 
+def test_w020_an_async_handler_that_writes_through_the_async_orm(registered) -> None:
+    registered("tests.check.async-orm", writes_through_the_async_orm)
+    ((ident, msg),) = ours()
+    assert ident == "django_jobs.W020"
+    assert msg.startswith("Job 'tests.check.async-orm' (tests.test_handler_checks) does itself")
+    assert "writes a model directly (.acreate())" in msg
+
+
+def test_w020_an_async_handler_that_hands_a_model_write_to_sync_to_async(registered) -> None:
+    registered("tests.check.async-s2a", writes_through_sync_to_async)
+    ((ident, msg),) = ours()
+    assert ident == "django_jobs.W020"
+    assert "writes a model directly (.create()) through sync_to_async()" in msg
+
+
 def test_i021_a_recorded_departure_is_reported_not_warned(registered) -> None:
     departure = Departure(
         reason="legacy export, moving to a command in Q1", review_by=dt.date(2099, 1, 1)
@@ -100,6 +131,13 @@ def test_scanners_find_each_kind_and_pass_clean_code() -> None:
         "line 1: writes a model directly (.save())",
         "line 2: runs SQL directly (.cursor())",
         "line 3: writes a model directly (.update())",
+    ]
+    assert [
+        str(f)
+        for f in storage_writes("await s.asave()\nawait M.objects.abulk_create(r)\nM.acreate()")
+    ] == [
+        "line 1: writes a model directly (.asave())",
+        "line 2: writes a model directly (.abulk_create())",
     ]
     assert [str(f) for f in http_calls("import httpx\nrequests.post(u)")] == [
         "line 1: imports httpx",

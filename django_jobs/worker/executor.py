@@ -32,6 +32,7 @@ from ..registry import Registry
 from ..safe_error import SafeError, loggable
 from ..store import Lease
 from .inflight import ActiveRun, CancelReason
+from .invoke import call_handler
 from .outage import STORE_OUTAGE, Backoff, OutageLog, is_store_outage
 from .retry import backoff_delay
 from .run import Run
@@ -165,7 +166,7 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
         return _dead(active, exc, ctx)
     try:
         with connection.execute_wrapper(session):
-            handler.func(run)
+            call_handler(handler.func, run, name=handler.name)
         if not outer_transaction and _drop_leaked_transaction():
             raise JobsError(
                 f"job {schedule.job!r} returned with a database transaction still open; its "

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
 
 from ..clock import Clock
@@ -126,3 +127,32 @@ class Run:
                 f"{self.fencing_token}: step {step!r} was not recorded"
             )
         return result
+
+    async def atomic_async(self, block: Callable[[], T]) -> T:
+        """``atomic()`` for a coroutine handler: ``await run.atomic_async(block)``.
+
+        ``block``, a plain function, runs inside ``atomic()`` on the run thread (through
+        ``sync_to_async``), whose connection the worker manages: its writes and the fenced
+        completion commit together, as in a sync handler. (Django refuses ORM calls made in
+        the event loop itself.) Returns ``block``'s result.
+        """
+
+        def in_atomic() -> T:
+            with self.atomic():
+                return block()
+
+        return await sync_to_async(in_atomic)()
+
+    async def once_async(self, step: str, action: Callable[[], Awaitable[T]]) -> T | None:
+        """``once()`` for a coroutine handler whose ``action`` is a coroutine function:
+        ``await run.once_async("notify-partner", lambda: notify(run.occurrence_key))``.
+
+        The step's bookkeeping runs on the run thread (through ``sync_to_async``) and
+        ``action`` back on the handler's event loop; cancelling the handler's task cancels
+        ``action`` too, and the step is then not recorded.
+        """
+
+        async def act() -> T:
+            return await action()
+
+        return await sync_to_async(self.once)(step, async_to_sync(act))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import time
 from pathlib import Path
 
+from asgiref.sync import sync_to_async
+
 from django_jobs import PermanentFailure, Run, job
 
-from . import effects
+from . import effects, probes
 
 
 def _signal_dir() -> Path:
@@ -66,3 +70,91 @@ def fails(run: Run) -> None:
 @job("proc.refuses")
 def refuses(run: Run) -> None:
     raise PermanentFailure("cannot ever work")
+
+
+def _record_effect(run: Run) -> None:
+    """The sync part of a coroutine handler: its write and the completion, on the run thread."""
+    with run.atomic():
+        effects.record(run.occurrence_key, token=run.fencing_token)
+
+
+@job("proc.async_effect")
+async def async_effect(run: Run) -> None:
+    await asyncio.sleep(0)  # a real suspension: the body runs on the event loop
+    await sync_to_async(_record_effect)(run)
+
+
+@job("proc.async_fails")
+async def async_fails(run: Run) -> None:
+    await asyncio.sleep(0)
+    raise RuntimeError(f"async attempt {run.attempt} failed")
+
+
+@job("proc.async_sleeps")
+async def async_sleeps(run: Run) -> None:
+    """Awaits forever; notes (a signal file) that the worker's cancellation reached it."""
+    _touch(f"started-{run.occurrence_key}")
+    try:
+        await asyncio.sleep(600)
+    except asyncio.CancelledError:
+        _touch(f"cancelled-{run.occurrence_key}")
+        raise
+
+
+def _append(name: str, line: str) -> None:
+    with (_signal_dir() / name).open("a") as file:
+        file.write(f"{line}\n")
+
+
+@job("proc.crasher")
+def crasher(run: Run) -> None:
+    """Takes its whole process down mid-run, as a segfault or the OOM killer would."""
+    _touch(f"crash-{run.occurrence_key}-{run.attempt}")
+    os._exit(1)
+
+
+@job("proc.stubborn_beat")
+def stubborn_beat(run: Run) -> None:
+    """Notes ``<replica> <monotonic time>`` in ``beats`` every 0.2 s and never looks at
+    cancellation: a beat after its lease was lost is work done beside the new owner.
+    (``time.monotonic`` is system-wide on Linux: the test compares it across processes.)"""
+    replica = os.environ["JOBS_TEST_REPLICA"]
+    deadline = time.monotonic() + 600  # forever, for a test
+    while time.monotonic() < deadline:
+        _append("beats", f"{replica} {time.monotonic()}")
+        time.sleep(0.2)
+
+
+@job("proc.outage_reader")
+def outage_reader(run: Run) -> None:
+    """Reads the database every 0.5 s for 10 s, then commits its effect: a store outage in
+    between breaks one of its reads."""
+    _touch(f"reading-{run.attempt}")
+    began = time.monotonic()
+    while time.monotonic() - began < 10:
+        probes.ping()
+        time.sleep(0.5)
+    with run.atomic():
+        effects.record(run.occurrence_key, token=run.fencing_token)
+
+
+@job("proc.leaker")
+def leaker(run: Run) -> None:
+    """Leaves session state on its connection (and, given JOBS_TEST_LEAK_ROLE, a role)."""
+    probes.leak_session_state(os.environ.get("JOBS_TEST_LEAK_ROLE"))
+    _append("sequence", f"leaker {run.occurrence_key}")
+
+
+@job("proc.leak_reader")
+def leak_reader(run: Run) -> None:
+    """Notes in ``seen-<occurrence>.json`` the session state its connection carries."""
+    seen = probes.session_state()
+    (_signal_dir() / f"seen-{run.occurrence_key}.json").write_text(json.dumps(seen))
+    _append("sequence", f"reader {run.occurrence_key}")
+
+
+@job("proc.async_blocks")
+async def async_blocks(run: Run) -> None:
+    """Blocks its event loop (a sync wait inside the coroutine): its task cannot be cancelled."""
+    _touch(f"started-{run.occurrence_key}")
+    _wait_for("never", None, limit=600)

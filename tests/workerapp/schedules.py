@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from django_jobs import Misfire, Overlap, every, schedule
+from django_jobs import Misfire, Overlap, Retry, after, every, schedule
 
 if os.environ.get("JOBS_TEST_DECLARE") == "tick":
     schedule(
@@ -16,6 +16,21 @@ if os.environ.get("JOBS_TEST_DECLARE") == "tick":
         misfire=Misfire.SKIP,
         overlap=Overlap.ALLOW,
         timeout=timedelta(seconds=30),
+        retention=timedelta(days=1),
+        operating_owner="tests",
+        record_owner="tests@example.com",
+        status="active",
+    )
+
+if os.environ.get("JOBS_TEST_DECLARE") == "outage_reader":
+    # One run, due as soon as the worker syncs it, with a single attempt: an outage that
+    # counted as a failure would kill it.
+    schedule(
+        "proc.outage_reader",
+        job="proc.outage_reader",
+        timing=after(timedelta(0)),
+        retry=Retry(max_attempts=1),
+        timeout=timedelta(minutes=10),
         retention=timedelta(days=1),
         operating_owner="tests",
         record_owner="tests@example.com",
