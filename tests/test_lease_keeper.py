@@ -182,3 +182,21 @@ def test_a_shutdown_release_skips_a_row_locked_by_a_stuck_atomic_block(clock, tw
     finally:
         finish.set()
         holder.join(timeout=10)
+
+
+def test_an_operators_cancel_running_stops_the_run_through_its_refused_renewal(clock) -> None:
+    """``jobs disable --cancel-running`` ends the lease in the store; the keeper's next renewal
+    is refused and cancels the run, which the loop cuts off like any lost lease."""
+    schedule = ScheduleFactory.create()
+    plan(schedule, T0, now=T0)
+    clock.set(T0)
+    (lease,) = claim("keeper", clock.now())
+    inflight = InFlight()
+    run = running(inflight, lease, clock)
+
+    assert store.cancel_running(schedule.pk, now=clock.now()) == [lease.occurrence_id]
+    keeper_for("keeper", clock, inflight).renew_once()
+
+    assert run.cancel.is_set()
+    assert run.reason == CancelReason.LEASE_LOST
+    assert Attempt.objects.get(occurrence_id=lease.occurrence_id).outcome == "cancelled"
