@@ -42,6 +42,7 @@ class Replica:
         url: str | None = None,
         concurrency: int = 1,
         env: dict[str, str] | None = None,
+        once: bool = False,
     ) -> None:
         self.name = name
         self.log_path = workdir / f"{name}.log"
@@ -66,6 +67,7 @@ class Replica:
                 name,
                 "--concurrency",
                 str(concurrency),
+                *(["--once"] if once else []),
             ],
             cwd=ROOT,
             env=environment,

@@ -317,3 +317,36 @@ def test_session_state_left_by_one_run_is_gone_for_the_next(
     )
     replica.signal(signal.SIGTERM)
     assert replica.wait_exit() == 0
+
+
+def test_runworker_once_ends_within_the_grace_of_a_handler_that_ignores_its_timeout(
+    start, tmp_path: Path
+) -> None:
+    occurrence = due_occurrence("proc.stubborn", timeout=timedelta(seconds=1))
+    replica = start("once", once=True, env={"JOBS_TIMEOUT_GRACE_SECONDS": "1"})
+
+    # timeout 1 s + grace 1 s, and start-up: well inside the bound, never "for ever".
+    assert replica.wait_exit(timeout=30) == 3
+    (attempt,) = Attempt.objects.filter(occurrence=occurrence)
+    assert attempt.outcome == AttemptOutcome.TIMED_OUT
+    assert replica.logged("run.cut_off") == 1
+
+
+def test_runworker_once_drains_on_sigterm_and_releases_a_handler_that_ignores_it(
+    start, tmp_path: Path
+) -> None:
+    occurrence = due_occurrence("proc.stubborn", timeout=timedelta(hours=1))
+    replica = start(
+        "once-term",
+        once=True,
+        env={"JOBS_LEASE_SECONDS": "60", "JOBS_SHUTDOWN_GRACE_SECONDS": "1"},
+    )
+    wait_until(lambda: len(list(tmp_path.glob("started-*"))) == 1, what="the run to start")
+
+    replica.signal(signal.SIGTERM)
+
+    assert replica.wait_exit(timeout=30) == 0
+    occurrence.refresh_from_db()
+    assert (occurrence.state, occurrence.lease_owner) == (OccurrenceState.SCHEDULED, "")
+    (attempt,) = Attempt.objects.filter(occurrence=occurrence)
+    assert attempt.outcome == AttemptOutcome.RELEASED

@@ -1,0 +1,90 @@
+"""The one owner of a replica's in-flight runs: its states and transitions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from uuid import uuid4
+
+from django_jobs.store import Lease
+from django_jobs.worker.inflight import ActiveRun, CancelReason, InFlight, RunState
+
+from .factories import T0, ScheduleFactory
+
+
+def a_run(token: int = 1) -> ActiveRun:
+    lease = Lease(
+        occurrence_id=uuid4(),
+        token=token,
+        owner="r",
+        expires_at=T0 + timedelta(seconds=30),
+        schedule_id=1,
+        tenant="",
+        scheduled_at=T0,
+        attempt=1,
+        trigger="schedule",
+    )
+    return ActiveRun(lease=lease, schedule=ScheduleFactory.build(), deadline=T0)
+
+
+def test_a_run_goes_claimed_running_writing_and_off_the_books() -> None:
+    pokes: list[None] = []
+    inflight = InFlight(on_change=lambda: pokes.append(None))
+    run = a_run()
+    inflight.add(run)
+    assert run.state == RunState.CLAIMED
+    assert inflight.running() == [run]
+
+    assert inflight.start(run, T0 + timedelta(minutes=5))
+    assert (run.state, run.deadline) == (RunState.RUNNING, T0 + timedelta(minutes=5))
+    inflight.hand_over(run)
+    assert inflight.in_state(RunState.WRITING) == [run]
+    assert inflight.running() == []
+    assert inflight.to_keep() == [run]  # its completion is unwritten: keep its lease
+
+    assert inflight.finish(run) is True
+    assert len(inflight) == 0
+    assert pokes  # the loop is woken: a thread is free
+
+
+def test_a_run_cancelled_before_it_started_never_starts() -> None:
+    inflight = InFlight()
+    run = a_run()
+    inflight.add(run)
+    inflight.cancel(run, CancelReason.SHUTDOWN, T0)
+    assert inflight.start(run, T0) is False
+    assert run.state == RunState.CLAIMED
+
+
+def test_the_first_cancel_reason_stands() -> None:
+    inflight = InFlight()
+    run = a_run()
+    inflight.add(run)
+    assert inflight.cancel(run, CancelReason.OUTAGE, T0) is True
+    inflight.lose(run, T0 + timedelta(seconds=1))
+    assert (run.reason, run.cancelled_at) == (CancelReason.OUTAGE, T0)
+    assert run.lost
+    assert inflight.to_keep() == []  # a refused lease is not renewed again
+
+
+def test_an_abandoned_run_is_off_the_books_and_its_late_finish_is_not_counted() -> None:
+    inflight = InFlight()
+    run = a_run()
+    inflight.add(run)
+    inflight.start(run, T0)
+    assert inflight.abandon(run) is True
+    assert run.abandoned
+    assert len(inflight) == 0
+    assert inflight.finish(run) is False
+    assert inflight.abandon(run) is False  # once only
+
+
+def test_a_renewal_of_an_older_token_does_not_overwrite_the_lease() -> None:
+    inflight = InFlight()
+    run = a_run(token=2)
+    inflight.add(run)
+    stale = Lease(**{**run.lease.__dict__, "token": 1, "expires_at": T0 + timedelta(hours=1)})
+    inflight.renewed(run, stale)
+    assert run.lease.token == 2
+    fresh = Lease(**{**run.lease.__dict__, "expires_at": T0 + timedelta(minutes=1)})
+    inflight.renewed(run, fresh)
+    assert run.lease.expires_at == T0 + timedelta(minutes=1)
