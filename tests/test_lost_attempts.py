@@ -9,12 +9,13 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection, transaction
+from structlog.testing import capture_logs
 
 from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
 from django_jobs.worker.loop import Worker
-from django_jobs.worker.outage import is_store_outage
+from django_jobs.worker.outage import OutageLog, is_store_outage
 from django_jobs.worker.run import Run
 
 from .concurrency import on_own_connection
@@ -204,10 +205,6 @@ def test_errors_of_the_job_itself_are_not_an_outage() -> None:
 
 
 def test_pass_errors_are_logged_at_a_bounded_rate(clock) -> None:
-    from structlog.testing import capture_logs
-
-    from django_jobs.worker.outage import OutageLog
-
     errors = OutageLog(
         clock,
         events=("worker.pass_failed", "worker.pass_still_failing", "worker.pass_recovered"),
@@ -224,3 +221,27 @@ def test_pass_errors_are_logged_at_a_bounded_rate(clock) -> None:
         "worker.pass_recovered",
     ]
     assert [e["suppressed"] for e in logs[1:4]] == [29, 29, 29]
+
+
+def test_one_outage_found_by_each_connection_in_turn_is_logged_once(clock) -> None:
+    """The loop recovers first; the keeper's and a run thread's connections find out they were
+    cut on their next use, seconds later: the same outage, not three."""
+    outage = OutageLog(clock)
+    severed = OperationalError("server closed the connection unexpectedly")
+    with capture_logs() as logs:
+        outage.failed(severed, during="pass")
+        clock.advance(timedelta(seconds=1))
+        outage.recovered()
+        for during in ("outcome", "renewal"):
+            clock.advance(timedelta(seconds=2))
+            outage.failed(severed, during=during)
+            outage.recovered()
+        clock.advance(timedelta(seconds=30))  # a new outage, well after the quiet period
+        outage.failed(severed, during="pass")
+        outage.recovered()
+    assert [e["event"] for e in logs] == [
+        "store.unavailable",
+        "store.recovered",
+        "store.unavailable",
+        "store.recovered",
+    ]

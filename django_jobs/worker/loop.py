@@ -566,7 +566,10 @@ class Worker:
             self.wakeup.wait(min(1.0, (until - self.clock.now()).total_seconds()))
         for active in self.running():
             self.inflight.cancel(active, CancelReason.SHUTDOWN, self.clock.now())
-        settle = self.clock.now() + timedelta(seconds=0 if self.forced.is_set() else 2)
+        # After a cut-off the process must end now (that ends the abandoned handler): the
+        # other runs are released, not waited for.
+        hurry = self.forced.is_set() or self.exit_code == EXIT_RESTART
+        settle = self.clock.now() + timedelta(seconds=0 if hurry else 2)
         while self.running() and self.clock.now() < settle:
             self.wakeup.wait(0.1)
         leftovers = [run for run in self.running() if self.inflight.abandon(run)]

@@ -81,6 +81,11 @@ class OutageLog:
 
     ``events`` names the three lines: a store outage by default; the worker's failed passes
     (database errors that are not an outage) use their own.
+
+    One outage reaches each of the replica's connections in turn (the loop's, then a run
+    thread's, the keeper's at its next renewal), each finding out on its next use. An error
+    within ``quiet`` of a recovery continues the spell that just ended instead of opening a
+    new one: it is counted, not logged, and its own recovery is not announced again.
     """
 
     def __init__(
@@ -88,6 +93,7 @@ class OutageLog:
         clock: Clock,
         *,
         interval: timedelta = timedelta(seconds=30),
+        quiet: timedelta = timedelta(seconds=10),
         patterns: tuple[str, ...] = (),
         events: tuple[str, str, str] = (
             "store.unavailable",
@@ -98,11 +104,14 @@ class OutageLog:
         self.clock = clock
         self.patterns = patterns
         self.interval = interval
+        self.quiet = quiet
         self.events = events
         self.since: datetime | None = None
         self._last_line: datetime | None = None
         self._suppressed = 0
         self.errors = 0
+        self._recovered_at: datetime | None = None
+        self._echo = False  # a spell reopened within ``quiet``: its recovery is not announced
         self._lock = threading.Lock()
 
     @property
@@ -118,7 +127,11 @@ class OutageLog:
             self.errors += 1
             if self.since is None:
                 self.since, self._last_line, self._suppressed = now, now, 0
-                log.error(first, error=detail, **context)
+                self._echo = (
+                    self._recovered_at is not None and now - self._recovered_at < self.quiet
+                )
+                if not self._echo:
+                    log.error(first, error=detail, **context)
                 return
             assert self._last_line is not None
             if now - self._last_line < self.interval:
@@ -132,7 +145,11 @@ class OutageLog:
         with self._lock:
             if self.since is None:
                 return
-            since, errors = self.since, self.errors
+            since, errors, echo = self.since, self.errors, self._echo
             self.since, self._last_line, self._suppressed, self.errors = None, None, 0, 0
-        down_for = round((self.clock.now() - since).total_seconds(), 1)
+            now = self.clock.now()
+            self._recovered_at, self._echo = now, False
+            if echo and now - since < self.interval:
+                return
+        down_for = round((now - since).total_seconds(), 1)
         log.info(self.events[2], down_for_s=down_for, errors=errors)
