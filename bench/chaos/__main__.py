@@ -16,7 +16,7 @@ from pathlib import Path
 from ..postgres import ROOT, Database
 from .faults import Injector
 from .invariants import check_all
-from .replicas import Slot, wait_for, worker_env
+from .replicas import Slot, Supervisor, wait_for, worker_env
 from .report import build, markdown, write
 
 
@@ -49,6 +49,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="how long a PostgreSQL restart keeps the server down, in seconds",
     )
     parser.add_argument("--lease", type=float, default=3.0, help="LEASE_SECONDS of the workers")
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=2.0,
+        help="TIMEOUT_GRACE_SECONDS of the workers: how long a cancelled run that ignores it"
+        " may go on before it is cut off",
+    )
     parser.add_argument(
         "--settle",
         type=float,
@@ -111,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
     log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
-    env = {**worker_env(db.url), "CHAOS_LEASE_SECONDS": str(args.lease)}
+    env = {
+        **worker_env(db.url),
+        "CHAOS_LEASE_SECONDS": str(args.lease),
+        "CHAOS_GRACE_SECONDS": str(args.grace),
+    }
     db.migrate(env)
     log_dir = args.out / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -121,9 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     injector = Injector(
         rng, db, slots, lease_seconds=args.lease, outage=tuple(args.outage), log=log
     )
+    supervisor = Supervisor(slots, log=log)
     try:
         for slot in slots:
             slot.start()
+        supervisor.start()
         wait_for(
             lambda: db.rows("SELECT count(*) FROM django_jobs_schedule")[0][0] > 0,
             timeout=60,
@@ -132,21 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         ends = time.monotonic() + args.minutes * 60
         while time.monotonic() < ends:
             time.sleep(rng.uniform(*args.fault_gap))
-            for slot in slots:
-                if slot.reap():
-                    log(
-                        f"{slot.current.name} exited by itself (code {slot.current.exit_code});"
-                        " restarting it"
-                    )
-                    slot.start(slot.current.skew_seconds)
             injector.next()
         cutoff = datetime.now(UTC)
         log(f"faults over ({len(injector.faults)} injected); waiting for due work to settle")
-        for slot in slots:
-            if slot.reap() or not slot.alive:
-                slot.start(slot.current.skew_seconds)
         settle(db, cutoff - timedelta(seconds=1), stall=args.settle)
     finally:
+        supervisor.stop()
         for slot in slots:
             if slot.alive:
                 slot.terminate()
@@ -157,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         cutoff=cutoff - timedelta(seconds=1),
         faults=injector.faults,
         lives=[life for slot in slots for life in slot.lives],
+        lease_seconds=args.lease,
+        grace_seconds=args.grace,
     )
     config = {
         "seed": args.seed,
@@ -164,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "replicas": args.replicas,
         "concurrency": args.concurrency,
         "lease_seconds": args.lease,
+        "grace_seconds": args.grace,
         "fault_gap_s": list(args.fault_gap),
         "outage_s": list(args.outage),
         "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",

@@ -78,25 +78,23 @@ class Injector:
         slot.start(skew_seconds=skew)
 
     def _sigkill(self, slot: Slot) -> Fault:
-        victim = slot.current.name
         down = self.rng.uniform(0.5, 3.0)
-        at = slot.kill()
+        victim, at = slot.kill()
         self._hold(down)
         self._restart(slot, slot.current.skew_seconds)
         return Fault("sigkill", victim, at, down)
 
     def _sigstop(self, slot: Slot) -> Fault:
-        victim = slot.current.name
         stopped = self.lease_seconds + self.rng.uniform(1.0, 4.0)
-        at = slot.pause()
+        victim, at = slot.pause()
         self._hold(stopped)
         slot.resume()
         return Fault("sigstop", victim, at, stopped)
 
     def _sigterm(self, slot: Slot) -> Fault:
-        victim = slot.current.name
+        slot.wait_booted()
         at = datetime.now(UTC)
-        code = slot.terminate()
+        victim, code = slot.terminate()
         down = self.rng.uniform(0.5, 2.0)
         self._hold(down)
         self._restart(slot, slot.current.skew_seconds)
@@ -117,8 +115,7 @@ class Injector:
         self.db.stop()
         detail: dict[str, Any] = {}
         if restart_in_outage:
-            detail["restarted_during_outage"] = slot.current.name
-            slot.kill()
+            detail["restarted_during_outage"], _ = slot.kill()
             self._hold(min(1.0, seconds / 2))
             self._restart(slot, slot.current.skew_seconds)
             self._hold(seconds - min(1.0, seconds / 2))
@@ -129,9 +126,9 @@ class Injector:
 
     def _clock_skew(self, slot: Slot) -> Fault:
         """Restart a replica whose host clock is off by one to five seconds either way."""
-        victim = slot.current.name
+        slot.wait_booted()
         skew = round(self.rng.choice((-1, 1)) * self.rng.uniform(1.0, 5.0), 3)
         at = datetime.now(UTC)
-        slot.terminate()
+        victim, _ = slot.terminate()
         self._restart(slot, skew)
         return Fault("clock_skew", victim, at, 0.0, {"skew_seconds": skew})

@@ -1,5 +1,6 @@
 """What must hold after the campaign, read from the database alone (and, for outage logging,
-from the replicas' own logs). Each check returns its violations: an empty list is a pass."""
+from the replicas' own logs). Each check returns its violations: an empty list is a pass.
+The checks of the handlers that misbehave on purpose are in ``misbehaviour``."""
 
 from __future__ import annotations
 
@@ -7,48 +8,41 @@ import itertools
 import json
 import math
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any
 
 from django_jobs.scheduling.timings import from_record
 
 from .faults import Fault
+from .history import AttemptRow, Findings, Rows, attempts_by_occurrence, percentile
+from .misbehaviour import (
+    CRASHER,
+    crash_loops_end,
+    old_holders_stop,
+    outages_are_not_failures,
+    sessions_start_clean,
+)
 from .replicas import Incarnation
 
+__all__ = ["EFFECT_JOBS", "Findings", "Rows", "check_all"]
+
 # Jobs whose handlers commit one Effect row with their completion.
-EFFECT_JOBS = {"chaos.effect", "chaos.outside", "chaos.long", "chaos.flaky"}
+EFFECT_JOBS = {
+    "chaos.effect",
+    "chaos.outside",
+    "chaos.long",
+    "chaos.flaky",
+    "chaos.stubborn",
+    "chaos.reader",
+    "chaos.leaker",
+    "chaos.snooper",
+    "chaos.coroutine",
+}
 SCHEDULE_COLUMNS = (
     "id, key, job, timing_kind, cron, interval, anchor, run_at, delay, time_zone,"
     " skipped_time, repeated_time, misfire, overlap, max_attempts, created_at"
 )
-
-
-class Rows(Protocol):
-    """Where the checks read from: the campaign's ``Database``, or a test's connection."""
-
-    def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
-
-
-@dataclass
-class Findings:
-    figures: dict[str, Any] = field(default_factory=dict)
-    violations: dict[str, list[str]] = field(default_factory=dict)
-
-    def check(self, name: str, problems: list[str]) -> None:
-        self.violations[name] = problems
-
-    @property
-    def passed(self) -> bool:
-        return not any(self.violations.values())
-
-
-def percentile(values: list[float], p: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 def check_all(
@@ -57,7 +51,10 @@ def check_all(
     cutoff: datetime,
     faults: list[Fault],
     lives: list[Incarnation],
+    lease_seconds: float,
+    grace_seconds: float,
 ) -> Findings:
+    """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``."""
     found = Findings()
     schedules = {
         row[0]: SimpleNamespace(**dict(zip(SCHEDULE_COLUMNS.split(", "), row, strict=True)))
@@ -71,12 +68,7 @@ def check_all(
             [cutoff],
         )
     }
-    attempts: dict[Any, list[tuple[Any, ...]]] = defaultdict(list)
-    for row in db.rows(
-        "SELECT occurrence_id, number, fencing_token, replica, started_at, finished_at, outcome"
-        " FROM django_jobs_attempt ORDER BY occurrence_id, number"
-    ):
-        attempts[row[0]].append(row[1:])
+    attempts = attempts_by_occurrence(db)
     summaries = db.rows(
         "SELECT target_id, after FROM django_jobs_auditrecord WHERE action = 'misfire.skipped'"
     )
@@ -89,7 +81,12 @@ def check_all(
     _lateness(found, schedules, occurrences, attempts)
     _replica_logs(found, lives)
     _outage_logging(found, faults, lives)
-    _replica_exits(found, lives)
+    _replica_exits(found, db, lives)
+    crash_loops_end(found, db, cutoff=cutoff)
+    budget = timedelta(seconds=lease_seconds + grace_seconds)
+    old_holders_stop(found, db, attempts, faults, budget=budget)
+    outages_are_not_failures(found, db, attempts)
+    sessions_start_clean(found, db)
     return found
 
 
@@ -160,7 +157,7 @@ def _unexplained(
     return f"left {state} after the campaign settled"
 
 
-def _effects(found: Findings, db: Rows, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
+def _effects(found: Findings, db: Rows, attempts: dict[Any, list[AttemptRow]]) -> None:
     """One effect per completed occurrence, written with the token of its one success; the
     partner applies each outside call once (repeated deliveries are counted, not hidden)."""
     effects: dict[str, list[int]] = defaultdict(list)
@@ -170,15 +167,14 @@ def _effects(found: Findings, db: Rows, attempts: dict[Any, list[tuple[Any, ...]
         key: n for key, n in db.rows("SELECT idempotency_key, deliveries FROM chaos_outsideeffect")
     }
     duplicates, mismatched, twice = [], [], []
+    coroutines = 0
     for oid, job, state in db.rows(
         "SELECT o.id, s.job, o.state FROM django_jobs_occurrence o"
         " JOIN django_jobs_schedule s ON s.id = o.schedule_id"
     ):
         key = str(oid)
         rows = attempts.get(oid, [])
-        succeeded = [
-            (number, token) for number, token, _, _, _, outcome in rows if outcome == "succeeded"
-        ]
+        succeeded = [(row.number, row.token) for row in rows if row.outcome == "succeeded"]
         written = effects.get(key, [])
         if len(succeeded) > 1:
             twice.append(f"occurrence {key}: {len(succeeded)} successful attempts")
@@ -194,70 +190,74 @@ def _effects(found: Findings, db: Rows, attempts: dict[Any, list[tuple[Any, ...]
                     f"occurrence {key}: effect written with token {written[0]},"
                     f" completion accepted with token {succeeded[0][1]}"
                 )
-            if succeeded and succeeded[0][0] != rows[-1][0]:
+            if succeeded and succeeded[0][0] != rows[-1].number:
                 mismatched.append(f"occurrence {key}: a claim followed its completion")
             if job == "chaos.outside" and f"{key}:notify-partner" not in applied:
                 mismatched.append(f"occurrence {key}: completed without its outside call")
+            if job == "chaos.coroutine" and len(written) == 1:
+                coroutines += 1
         elif written:
             mismatched.append(f"occurrence {key}: effect committed but the occurrence is {state}")
-    refused = sum(
-        1 for rows in attempts.values() for *_, outcome in rows if outcome == "fenced_out"
-    )
+    refused = sum(1 for rows in attempts.values() for row in rows if row.outcome == "fenced_out")
     found.figures["duplicate_effects"] = len(duplicates)
     found.figures["duplicate_completions"] = len(twice)
     found.figures["stale_completions_refused"] = refused
     found.figures["outside_calls_applied"] = len(applied)
     found.figures["outside_calls_redelivered"] = sum(1 for n in applied.values() if n > 1)
+    found.figures["coroutines_completed_with_effect"] = coroutines
     found.check("no effect committed twice", duplicates)
     found.check("no occurrence completed twice", twice)
     found.check("effects match completions", mismatched)
 
 
-def _tokens(found: Findings, attempts: dict[Any, list[tuple[Any, ...]]]) -> None:
+def _tokens(found: Findings, attempts: dict[Any, list[AttemptRow]]) -> None:
     problems = []
     for oid, rows in attempts.items():
-        tokens = [token for _, token, *_ in rows]
+        tokens = [row.token for row in rows]
         if any(b <= a for a, b in itertools.pairwise(tokens)):
             problems.append(f"occurrence {oid}: tokens {tokens} do not strictly increase")
     found.check("fencing tokens increase", problems)
 
 
 def _drains(
-    found: Findings, attempts: dict[Any, list[tuple[Any, ...]]], lives: list[Incarnation]
+    found: Findings, attempts: dict[Any, list[AttemptRow]], lives: list[Incarnation]
 ) -> None:
-    """A replica stopped with SIGTERM hands back what it holds: nothing it was running at the
-    signal is left running or waits for its lease to expire and be taken over."""
+    """A replica stopped with SIGTERM hands back what it holds: nothing it was running (or had
+    claimed ahead) at the signal is left so, or waits for its lease to expire and be taken
+    over."""
     signalled = {
         life.name: life.ended
         for life in lives
         if life.ended_by == "sigterm" and life.exit_code == 0 and life.ended
     }
     problems = [
-        f"occurrence {oid} attempt {number} of {replica}: {outcome} (SIGTERM at {at:%H:%M:%S})"
+        f"occurrence {oid} attempt {row.number} of {row.replica}: {row.outcome}"
+        f" (SIGTERM at {at:%H:%M:%S})"
         for oid, rows in attempts.items()
-        for number, _, replica, _, finished, outcome in rows
-        if (at := signalled.get(replica))
-        and (outcome == "running" or (outcome == "lease_lost" and finished and finished > at))
+        for row in rows
+        if (at := signalled.get(row.replica))
+        and (
+            row.outcome in ("running", "claimed")
+            or (row.outcome == "lease_lost" and row.finished_at and row.finished_at > at)
+        )
     ]
     found.figures["sigterm_drains"] = len(signalled)
     found.check("SIGTERM releases leases", problems)
 
 
-def _takeovers(
-    found: Findings, attempts: dict[Any, list[tuple[Any, ...]]], faults: list[Fault]
-) -> None:
+def _takeovers(found: Findings, attempts: dict[Any, list[AttemptRow]], faults: list[Fault]) -> None:
     """From a replica's death (SIGKILL) or freeze (SIGSTOP) to its work running elsewhere."""
     hit = {f.replica: f for f in faults if f.kind in ("sigkill", "sigstop")}
     delays = []
     for rows in attempts.values():
-        for (_, _, replica, started, _, outcome), nxt in itertools.pairwise(rows):
-            fault = hit.get(replica)
+        for row, nxt in itertools.pairwise(rows):
+            fault = hit.get(row.replica)
             if (
                 fault
-                and started < fault.at < nxt[3]
-                and outcome in ("running", "lease_lost", "fenced_out")
+                and row.started_at < fault.at < nxt.started_at
+                and row.outcome in ("running", "lease_lost", "fenced_out")
             ):
-                delays.append((nxt[3] - fault.at).total_seconds())
+                delays.append((nxt.started_at - fault.at).total_seconds())
     found.figures["takeovers"] = len(delays)
     found.figures["takeover_p50_s"] = percentile(delays, 50)
     found.figures["takeover_p99_s"] = percentile(delays, 99)
@@ -267,14 +267,14 @@ def _lateness(
     found: Findings,
     schedules: dict[Any, SimpleNamespace],
     occurrences: dict[tuple[Any, datetime], tuple[Any, ...]],
-    attempts: dict[Any, list[tuple[Any, ...]]],
+    attempts: dict[Any, list[AttemptRow]],
 ) -> None:
     """Start lateness of completed occurrences: first attempt's start minus the scheduled
     instant, overall and per schedule (queued runs wait for their predecessors by design)."""
     by_key: dict[str, list[float]] = defaultdict(list)
     for (sid, at), (oid, state, *_rest) in occurrences.items():
         if state == "completed" and attempts.get(oid):
-            by_key[schedules[sid].key].append((attempts[oid][0][3] - at).total_seconds())
+            by_key[schedules[sid].key].append((attempts[oid][0].started_at - at).total_seconds())
     late = [value for values in by_key.values() for value in values]
     found.figures["start_lateness_p50_s"] = percentile(late, 50)
     found.figures["start_lateness_p99_s"] = percentile(late, 99)
@@ -292,17 +292,21 @@ def _lateness(
 
 def _replica_logs(found: Findings, lives: list[Incarnation]) -> None:
     """What the replicas' own logs add: writes refused by ``run.atomic()``'s token check
-    before they committed, and how well each life corrected its host clock's skew."""
-    refused, residual = 0, 0.0
+    before they committed, runs cut off for ignoring cancellation, and how well each life
+    corrected its host clock's skew."""
+    refused, cut_off, residual = 0, 0, 0.0
     for life in lives:
         for event in life.events():
             if event.get("event") == "lease.lost":
                 refused += 1
+            elif event.get("event") == "run.cut_off":
+                cut_off += 1
             elif event.get("event") == "clock.synced" and life.skew_seconds:
                 # The measured offset cancels the injected skew: what is left is the error.
                 error_ms = abs(event["offset_ms"] + life.skew_seconds * 1000)
                 residual = max(residual, error_ms)
     found.figures["stale_runs_stopped_before_commit"] = refused
+    found.figures["runs_cut_off"] = cut_off
     found.figures["skewed_lives"] = sum(1 for life in lives if life.skew_seconds)
     found.figures["clock_skew_residual_max_ms"] = round(residual, 2)
 
@@ -329,13 +333,30 @@ def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnatio
     found.check("outage logging bounded", problems)
 
 
-def _replica_exits(found: Findings, lives: list[Incarnation]) -> None:
-    """A worker ends only when told: SIGTERM gives exit 0; no replica dies by itself."""
-    problems = [
-        f"{life.name}: ended by {life.ended_by or 'itself'} with exit code {life.exit_code}"
-        for life in lives
-        if life.exit_code is not None
-        and not (life.ended_by == "sigkill" or (life.ended_by == "sigterm" and life.exit_code == 0))
-    ]
+def _replica_exits(found: Findings, db: Rows, lives: list[Incarnation]) -> None:
+    """A worker ends only when told (SIGKILL, or SIGTERM with exit 0), or for the two reasons
+    the campaign's handlers give it: the crasher killed it (exit 1, and a start sign of the
+    crasher names that life), or it cut off a run that ignored cancellation and asks its
+    supervisor for a restart (exit 3, and ``run.cut_off`` in its log)."""
+    crashed = {
+        replica
+        for (replica,) in db.rows(
+            "SELECT DISTINCT replica FROM chaos_sign WHERE job = %s", [CRASHER]
+        )
+    }
+    by_crasher, by_cut_off, problems = 0, 0, []
+    for life in lives:
+        if life.exit_code is None or life.ended_by == "sigkill":
+            continue
+        if life.exit_code == 1 and life.name in crashed:
+            by_crasher += 1
+        elif life.exit_code == 3 and any(e.get("event") == "run.cut_off" for e in life.events()):
+            by_cut_off += 1
+        elif not (life.ended_by == "sigterm" and life.exit_code == 0):
+            problems.append(
+                f"{life.name}: ended by {life.ended_by or 'itself'} with exit code {life.exit_code}"
+            )
     found.figures["replica_lives"] = len(lives)
+    found.figures["lives_ended_by_crasher"] = by_crasher
+    found.figures["lives_ended_after_cut_off"] = by_cut_off
     found.check("replicas exit only when told, cleanly", problems)

@@ -77,6 +77,27 @@ def markdown(report: dict[str, Any]) -> str:
         ("largest clock error left after the start-up sync (ms)", "clock_skew_residual_max_ms"),
         ("replica lives", "replica_lives"),
         ("most outage log lines of one replica", "outage_log_lines_max_per_replica"),
+        ("crash loops (crasher occurrences due)", "crash_loops"),
+        ("&nbsp; ended dead", "crash_loops_dead"),
+        ("crasher starts (replica lives it killed)", "crasher_starts"),
+        ("most starts of one crasher occurrence", "crasher_most_starts"),
+        ("replica lives ended by the crasher (exit 1)", "lives_ended_by_crasher"),
+        ("runs cut off for ignoring cancellation (run.cut_off)", "runs_cut_off"),
+        ("replica lives ended after a cut-off (exit 3)", "lives_ended_after_cut_off"),
+        ("`chaos.stubborn` runs taken over", "stubborn_runs_taken_over"),
+        (
+            "&nbsp; old holder still working after the takeover",
+            "old_holders_working_after_takeover",
+        ),
+        ("&nbsp; longest it went on (s)", "old_holder_longest_after_takeover_s"),
+        ("&nbsp; allowed: lease + grace of its running time (s)", "old_holder_budget_s"),
+        ("&nbsp; least time left to its deadline (s)", "old_holder_least_margin_s"),
+        ("attempts ended by a store outage (not failures)", "attempts_ended_by_outage"),
+        ("&nbsp; of them `chaos.reader`", "reader_attempts_ended_by_outage"),
+        ("session views recorded", "session_views"),
+        ("&nbsp; on a connection a leaker had used", "session_views_after_a_leak"),
+        ("&nbsp; with state left by an earlier run (must be 0)", "session_views_with_leaks"),
+        ("coroutine occurrences completed with their effect", "coroutines_completed_with_effect"),
     ]:
         lines.append(f"| {label} | {_fmt(f.get(key))} |")
     lines += [

@@ -35,7 +35,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DJANGO_JOBS = {
     "LEASE_SECONDS": float(os.environ.get("CHAOS_LEASE_SECONDS", "3")),
     "SHUTDOWN_GRACE_SECONDS": 5,
-    "TIMEOUT_GRACE_SECONDS": 2,
+    "TIMEOUT_GRACE_SECONDS": float(os.environ.get("CHAOS_GRACE_SECONDS", "2")),
     "HEARTBEAT_SECONDS": 1,
     "POLL_SECONDS": 1,
 }

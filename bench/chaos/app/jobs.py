@@ -1,17 +1,27 @@
 """The campaign's handlers. Each commits its effect through ``run.atomic()``; one also calls a
-'partner system' through ``run.once()``; some fail on purpose, some run long."""
+'partner system' through ``run.once()``; some fail on purpose, some run long.
+
+The misbehaving ones (below ``doomed``) do what real handlers do by accident: kill their
+process, ignore cancellation, meet a store outage mid-run, leave state on their database
+session; one is a coroutine. docs/reliability.md says what the campaign checks of each.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import os
 import time
 import zlib
 
-from django.db.models import F
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.db.models import DateTimeField, F, Func
 
 from django_jobs import Run, job
+from django_jobs.registry import Departure
 
-from .models import Effect, OutsideCall, OutsideEffect
+from .models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
 
 REPLICA = os.environ.get("CHAOS_REPLICA", "")
 
@@ -75,3 +85,121 @@ def flaky(run: Run) -> None:
 @job("chaos.doomed")
 def doomed(run: Run) -> None:
     raise RuntimeError(f"doomed: attempt {run.attempt} always fails")
+
+
+class ClockTimestamp(Func):
+    """PostgreSQL's ``clock_timestamp()``: the instant the row is written."""
+
+    function = "clock_timestamp"
+    template = "%(function)s()"
+    output_field = DateTimeField()
+
+
+def _sign(run: Run, job_name: str) -> None:
+    """Leave a sign of life, committed at once (the run thread is in autocommit)."""
+    Sign.objects.create(
+        job=job_name,
+        occurrence_key=run.occurrence_key,
+        token=run.fencing_token,
+        replica=REPLICA,
+        at=ClockTimestamp(),
+    )
+
+
+@job("chaos.crasher")
+def crasher(run: Run) -> None:
+    """Kills its replica on every attempt, after a sign that it started: a crash loop that the
+    worker must end by dead-lettering the occurrence once ``max_attempts`` runs are lost."""
+    _sign(run, "chaos.crasher")
+    os._exit(1)
+
+
+@job("chaos.stubborn")
+def stubborn(run: Run) -> None:
+    """Works 4-8 s without ever looking at ``run.cancelled``, leaving a sign of life every
+    0.2 s, then commits its effect.
+
+    It counts iterations rather than watching a clock, so a replica paused (SIGSTOP) in the
+    middle goes on working after it resumes, with its lease taken over meanwhile: the worker
+    has to cut it off.
+    """
+    for _ in range(round(_spread(run, 4.0, 8.0) / 0.2)):
+        _sign(run, "chaos.stubborn")
+        time.sleep(0.2)
+    _commit_effect(run, "stubborn")
+
+
+@job("chaos.reader")
+def reader(run: Run) -> None:
+    """Reads the database every 0.1 s for 3-6 s, then commits its effect. A PostgreSQL
+    restart or a severed connection makes a read raise a connection error mid-run: an
+    outage the worker must not charge to the occurrence as a failure."""
+    for _ in range(round(_spread(run, 3.0, 6.0) / 0.1)):
+        run.raise_if_cancelled()
+        Effect.objects.filter(occurrence_key=run.occurrence_key).exists()
+        time.sleep(0.1)
+    _commit_effect(run, "reader")
+
+
+# What a run finds in its session: a setting, a temporary table and advisory locks that only
+# an earlier run on the same connection could have left there.
+SESSION_VIEW_SQL = """
+    SELECT coalesce(current_setting('chaos.leak', true), ''),
+           to_regclass('pg_temp.chaos_leak') IS NOT NULL,
+           (SELECT count(*) FROM pg_locks
+            WHERE locktype = 'advisory' AND pid = pg_backend_pid()),
+           pg_backend_pid()
+"""
+
+
+def _record_session(run: Run, job_name: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(SESSION_VIEW_SQL)
+        setting, temp_table, locks, pid = cursor.fetchone()
+    SessionView.objects.create(
+        job=job_name,
+        occurrence_key=run.occurrence_key,
+        token=run.fencing_token,
+        replica=REPLICA,
+        backend_pid=pid,
+        setting=setting,
+        temp_table=temp_table,
+        advisory_locks=locks,
+    )
+
+
+@job(
+    "chaos.leaker",
+    departure=Departure(
+        reason="leaves state on its database session on purpose: the campaign checks that the"
+        " worker gives every run a clean session",
+        review_by=dt.date(2027, 12, 31),
+    ),
+)
+def leaker(run: Run) -> None:
+    """Records what it finds in its session, then leaves state there on purpose: a session
+    setting, a temporary table and a session-level advisory lock (a key of its own, tried
+    without waiting, so a leak never blocks another run)."""
+    _record_session(run, "chaos.leaker")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('chaos.leak', %s, false)", [run.occurrence_key])
+        cursor.execute("CREATE TEMPORARY TABLE IF NOT EXISTS chaos_leak (occurrence text)")
+        cursor.execute("INSERT INTO chaos_leak VALUES (%s)", [run.occurrence_key])
+        cursor.execute("SELECT pg_try_advisory_lock(hashtext(%s))", [run.occurrence_key])
+    _commit_effect(run, "leaker")
+
+
+@job("chaos.snooper")
+def snooper(run: Run) -> None:
+    """Records what it finds in its session (a run after a leaker's, on the same connection,
+    would find the leak), then commits its effect."""
+    _record_session(run, "chaos.snooper")
+    _commit_effect(run, "snooper")
+
+
+@job("chaos.coroutine")
+async def coroutine(run: Run) -> None:
+    """A coroutine handler: awaited by the worker; its effect goes through ``run.atomic()``
+    in the run's thread (``sync_to_async``), like any Django ORM code called from async."""
+    await asyncio.sleep(_spread(run, 0.1, 1.0))
+    await sync_to_async(_commit_effect)(run, "coroutine")

@@ -51,3 +51,49 @@ class OutsideEffect(models.Model):
 
     def __str__(self) -> str:
         return f"applied {self.idempotency_key}"
+
+
+class Sign(models.Model):
+    """A sign of life a handler leaves while it works: which run (occurrence and fencing
+    token), on which replica life, at the database's clock (``clock_timestamp()``, the moment
+    the row was written, not the transaction's frozen ``now()``).
+
+    The crasher leaves one as it starts (then kills its replica); the stubborn handler leaves
+    one every 0.2 s while it ignores cancellation.
+    """
+
+    job = models.CharField(max_length=50)
+    occurrence_key = models.CharField(max_length=64)
+    token = models.BigIntegerField()
+    replica = models.CharField(max_length=200)
+    at = models.DateTimeField()
+    objects: models.Manager[Sign] = models.Manager()
+
+    class Meta:
+        app_label = "chaos"
+        indexes = [models.Index(fields=["occurrence_key", "token"])]
+
+    def __str__(self) -> str:
+        return f"{self.job} alive in {self.occurrence_key} at {self.at}"
+
+
+class SessionView(models.Model):
+    """What a run found in its database session before doing anything itself: state that an
+    earlier run left on the connection (a setting, a temporary table, advisory locks) shows
+    here as a non-empty ``setting``, ``temp_table`` or ``advisory_locks``."""
+
+    job = models.CharField(max_length=50)
+    occurrence_key = models.CharField(max_length=64)
+    token = models.BigIntegerField()
+    replica = models.CharField(max_length=200)
+    backend_pid = models.IntegerField()
+    setting = models.TextField(blank=True, default="")
+    temp_table = models.BooleanField(default=False)
+    advisory_locks = models.IntegerField(default=0)
+    objects: models.Manager[SessionView] = models.Manager()
+
+    class Meta:
+        app_label = "chaos"
+
+    def __str__(self) -> str:
+        return f"session of {self.occurrence_key} as {self.job} found it"

@@ -92,3 +92,61 @@ schedule(
     overlap=Overlap.ALLOW,
     retry=Retry(max_attempts=2, backoff=S, max_backoff=S),
 )
+
+# The misbehaving handlers (bench/chaos/app/jobs.py).
+# Kills its replica on every attempt. Runs of it never overlap and a missed one is not
+# replayed, so one crash loop (max_attempts replica lives, about 10 s) goes on at a time and
+# the replicas spend most of the campaign up.
+schedule(
+    "chaos.crasher",
+    job="chaos.crasher",
+    timing=every(30 * S),
+    max_delay=10 * S,
+    misfire=Misfire.SKIP,
+    overlap=Overlap.SKIP,
+    retry=Retry(max_attempts=3, backoff=S, max_backoff=S),
+)
+# Ignores cancellation for 4-8 s: about three runs at any time, so a SIGSTOP usually finds one.
+schedule(
+    "chaos.stubborn",
+    job="chaos.stubborn",
+    timing=every(2 * S),
+    max_delay=5 * S,
+    misfire=Misfire.SKIP,
+    overlap=Overlap.ALLOW,
+)
+# Reads through PostgreSQL restarts. Outages are not failures, and only lost leases are; ten
+# attempts make a death by lost leases alone improbable, so any death is the check's business.
+schedule(
+    "chaos.reader",
+    job="chaos.reader",
+    timing=every(3 * S),
+    max_delay=10 * S,
+    misfire=Misfire.REPLAY_ALL,
+    overlap=Overlap.ALLOW,
+    retry=Retry(max_attempts=10, backoff=S, max_backoff=2 * S),
+)
+schedule(
+    "chaos.leaker",
+    job="chaos.leaker",
+    timing=every(2 * S),
+    max_delay=5 * S,
+    misfire=Misfire.SKIP,
+    overlap=Overlap.ALLOW,
+)
+schedule(
+    "chaos.snooper",
+    job="chaos.snooper",
+    timing=every(2 * S),
+    max_delay=5 * S,
+    misfire=Misfire.SKIP,
+    overlap=Overlap.ALLOW,
+)
+schedule(
+    "chaos.coroutine",
+    job="chaos.coroutine",
+    timing=every(2 * S),
+    max_delay=5 * S,
+    misfire=Misfire.REPLAY_ALL,
+    overlap=Overlap.ALLOW,
+)

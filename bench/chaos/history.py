@@ -1,0 +1,61 @@
+"""The campaign's history as the checks read it: rows from the database, and what the checks
+find in them (figures, and violations per invariant)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+
+class Rows(Protocol):
+    """Where the checks read from: the campaign's ``Database``, or a test's connection."""
+
+    def rows(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]: ...
+
+
+class AttemptRow(NamedTuple):
+    """One ``django_jobs_attempt`` row: one claim of an occurrence and how it ended."""
+
+    number: int
+    token: int
+    replica: str
+    started_at: datetime
+    finished_at: datetime | None
+    outcome: str
+    error_type: str
+    error_message: str
+
+
+def attempts_by_occurrence(db: Rows) -> dict[Any, list[AttemptRow]]:
+    """Every occurrence's attempts, in order."""
+    found: dict[Any, list[AttemptRow]] = defaultdict(list)
+    for occurrence, *row in db.rows(
+        "SELECT occurrence_id, number, fencing_token, replica, started_at, finished_at,"
+        " outcome, error_type, error_message FROM django_jobs_attempt"
+        " ORDER BY occurrence_id, number"
+    ):
+        found[occurrence].append(AttemptRow(*row))
+    return found
+
+
+@dataclass
+class Findings:
+    figures: dict[str, Any] = field(default_factory=dict)
+    violations: dict[str, list[str]] = field(default_factory=dict)
+
+    def check(self, name: str, problems: list[str]) -> None:
+        self.violations[name] = problems
+
+    @property
+    def passed(self) -> bool:
+        return not any(self.violations.values())
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
