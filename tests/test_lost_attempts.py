@@ -245,3 +245,30 @@ def test_one_outage_found_by_each_connection_in_turn_is_logged_once(clock) -> No
         "store.unavailable",
         "store.recovered",
     ]
+
+
+def test_another_servers_outage_is_the_jobs_own_failure_while_the_store_answers(clock) -> None:
+    """A handler whose own dependency (another PostgreSQL) refuses it fails like any handler:
+    only the store being out of reach is excused."""
+
+    def partner_down(run: Run) -> None:
+        with connection.cursor() as cursor:  # the store answers on this thread
+            cursor.execute("SELECT 1")
+        psycopg.connect("postgresql://127.0.0.1:1/partner", connect_timeout=2)
+
+    jobs = Registry()
+    jobs.register("tests.partner", partner_down)
+    schedule = ScheduleFactory.create(job="tests.partner", max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
+    try:
+        summary = worker.run_pass()
+    finally:
+        worker.close()
+
+    assert dict(summary.outcomes) == {"dead": 1}
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 1)
+    assert occurrence.last_error_type == "psycopg.OperationalError"
+    assert outcomes(occurrence_id) == [AttemptOutcome.FAILED]

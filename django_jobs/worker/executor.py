@@ -205,7 +205,7 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
     if active.abandoned or active.reason == CancelReason.LEASE_LOST:
         log.warning("lease.lost", error_type=type(exc).__name__)
         return Outcome.LEASE_LOST
-    if active.reason == CancelReason.OUTAGE or is_store_outage(exc):
+    if active.reason == CancelReason.OUTAGE or (is_store_outage(exc) and _store_unreachable()):
         return give_back_after_outage(active, ctx, exc)
     if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
         return _write(active, ctx, _release, Outcome.RELEASED)
@@ -213,6 +213,16 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
     return record_failure(
         active, exc, ctx, outcome=AttemptOutcome.TIMED_OUT if timed_out else AttemptOutcome.FAILED
     )
+
+
+def _store_unreachable() -> bool:
+    """Whether the store's connection on this thread broke during the handler: an error went
+    through it and it no longer answers. An outage-looking error from another server the
+    handler talks to (a second database, a partner's PostgreSQL), while the store answers, is
+    the job's own failure."""
+    if connection.connection is None or not connection.errors_occurred:
+        return False
+    return not connection.is_usable()
 
 
 def give_back_after_outage(
