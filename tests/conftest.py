@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import environ
 import pytest
 
 from django_jobs.testing import FakeClock
+
+from .processes import Cluster, Replica
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,3 +35,26 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def start(tmp_path: Path) -> Iterator[Callable[..., Replica]]:
+    """Start real ``runworker`` processes (``Replica``); each is stopped after the test."""
+    started: list[Replica] = []
+
+    def start(name: str, **kwargs: Any) -> Replica:
+        replica = Replica(name, tmp_path, **kwargs)
+        started.append(replica)
+        return replica
+
+    yield start
+    for replica in started:
+        replica.stop()
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    """A migrated PostgreSQL of the test's own, which it may stop and start."""
+    cluster = Cluster()
+    cluster.migrate()
+    return cluster

@@ -7,11 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import psycopg
 from django.db import connection
+
+from django_jobs.contrib import embedded
 
 from .concurrency import wait_until
 
@@ -114,4 +118,36 @@ class Replica:
             lambda: self.logged(event) >= count,
             timeout=timeout,
             what=f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}",
+        )
+
+
+class Cluster:
+    """An embedded PostgreSQL of a test's own, which it can stop and start."""
+
+    def __init__(self) -> None:
+        self.pgdata = ROOT / ".embedded-pg" / f"outage-{uuid.uuid4().hex[:8]}"
+        self.url = embedded.start(self.pgdata, throwaway=True)
+
+    def stop(self) -> None:
+        embedded.pause(self.pgdata)
+
+    def start(self) -> None:
+        embedded.resume(self.pgdata, self.url)
+
+    def rows(self, sql: str) -> list[tuple]:
+        with psycopg.connect(self.url, connect_timeout=5) as conn:
+            return conn.execute(sql).fetchall()
+
+    def migrate(self) -> None:
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+            "DATABASE_URL": self.url,
+        }
+        subprocess.run(
+            [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "migrate", "-v0"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=300,
         )

@@ -11,7 +11,6 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -31,7 +30,6 @@ from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .factories import T0, ScheduleFactory
-from .processes import Replica
 from .storeutil import LEASE, claim, plan
 
 NOW = datetime.now(UTC)  # the processes use the real clock: plan work that is already due
@@ -397,20 +395,6 @@ def test_each_coroutine_run_gets_a_fresh_event_loop_and_leaves_no_task_behind(cl
 
 
 # --- real runworker processes ----------------------------------------------------------------
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator:
-    started: list[Replica] = []
-
-    def start(name: str, **kwargs) -> Replica:
-        replica = Replica(name, tmp_path, **kwargs)
-        started.append(replica)
-        return replica
-
-    yield start
-    for replica in started:
-        replica.stop()
 
 
 def due_now(job: str, **fields: object) -> Schedule:

@@ -3,7 +3,9 @@ sibling run's ``run.atomic()`` lock. Real PostgreSQL, real connections (one per 
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -109,6 +111,28 @@ def test_a_lost_lease_is_cut_off_after_the_grace_when_its_handler_ignores_cancel
         worker.close()
 
 
+@contextlib.contextmanager
+def atomic_block_holding(lease: store.Lease) -> Iterator[None]:
+    """What ``run.atomic()`` does for a run, on a connection of its own: hold the occurrence's
+    row (``store.hold``) in an open transaction, for as long as the ``with`` block lasts."""
+    locked, finish = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            assert store.hold(lease)
+            locked.set()
+            finish.wait(timeout=60)
+
+    holder = threading.Thread(target=on_own_connection(hold))
+    holder.start()
+    try:
+        assert locked.wait(timeout=10)
+        yield
+    finally:
+        finish.set()
+        holder.join(timeout=10)
+
+
 @pytest.fixture
 def two_leases(clock) -> tuple[store.Lease, store.Lease]:
     schedule = ScheduleFactory.create()
@@ -122,19 +146,7 @@ def test_a_long_atomic_block_in_one_run_does_not_let_a_siblings_lease_expire(
     clock, two_leases
 ) -> None:
     in_block, sibling = two_leases
-    locked, finish = threading.Event(), threading.Event()
-
-    def long_atomic_block() -> None:
-        # What run.atomic() does for the first run: hold its row, then work for a long time.
-        with transaction.atomic():
-            assert store.hold(in_block)
-            locked.set()
-            finish.wait(timeout=60)
-
-    holder = threading.Thread(target=on_own_connection(long_atomic_block))
-    holder.start()
-    try:
-        assert locked.wait(timeout=10)
+    with atomic_block_holding(in_block):
         inflight = InFlight()
         runs = [running(inflight, lease, clock) for lease in (in_block, sibling)]
         keeper = keeper_for("keeper", clock, inflight)
@@ -148,25 +160,11 @@ def test_a_long_atomic_block_in_one_run_does_not_let_a_siblings_lease_expire(
         assert expiry[sibling.occurrence_id] == clock.now() + LEASE  # renewed
         assert expiry[in_block.occurrence_id] == in_block.expires_at  # held, not extended
         assert not any(run.cancel.is_set() for run in runs)  # neither counts as lost
-    finally:
-        finish.set()
-        holder.join(timeout=10)
 
 
 def test_a_shutdown_release_skips_a_row_locked_by_a_stuck_atomic_block(clock, two_leases) -> None:
     in_block, sibling = two_leases
-    locked, finish = threading.Event(), threading.Event()
-
-    def stuck() -> None:
-        with transaction.atomic():
-            assert store.hold(in_block)
-            locked.set()
-            finish.wait(timeout=60)
-
-    holder = threading.Thread(target=on_own_connection(stuck))
-    holder.start()
-    try:
-        assert locked.wait(timeout=10)
+    with atomic_block_holding(in_block):
         result: list[store.WriteResult] = []
         release = threading.Thread(
             target=on_own_connection(
@@ -179,9 +177,6 @@ def test_a_shutdown_release_skips_a_row_locked_by_a_stuck_atomic_block(clock, tw
         assert result[0].accepted == {sibling.occurrence_id}
         attempt = Attempt.objects.get(occurrence_id=in_block.occurrence_id)
         assert attempt.outcome == AttemptOutcome.RUNNING  # untouched: left to expire
-    finally:
-        finish.set()
-        holder.join(timeout=10)
 
 
 def test_an_operators_cancel_running_stops_the_run_through_its_refused_renewal(clock) -> None:

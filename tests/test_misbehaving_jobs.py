@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,28 +27,13 @@ from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .factories import ScheduleFactory
-from .processes import ROOT, Replica
+from .processes import Cluster, Replica
 from .storeutil import plan
-from .test_outage import Cluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LEASE = 3  # seconds: JOBS_LEASE_SECONDS of the replicas whose leases matter here
 GRACE = 1  # seconds: JOBS_TIMEOUT_GRACE_SECONDS
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator:
-    started: list[Replica] = []
-
-    def start(name: str, **kwargs: Any) -> Replica:
-        replica = Replica(name, tmp_path, **kwargs)
-        started.append(replica)
-        return replica
-
-    yield start
-    for replica in started:
-        replica.stop()
 
 
 def due_occurrence(job: str, *, late_by: timedelta = timedelta(minutes=10), **fields) -> Occurrence:
@@ -177,25 +159,6 @@ def test_a_replica_that_lost_its_lease_stops_the_work_and_asks_for_a_restart(
 # --- a store outage in the middle of a run ----------------------------------------------
 
 OUTAGE_SECONDS = 8
-
-
-@pytest.fixture
-def cluster() -> Cluster:
-    """A migrated PostgreSQL of this test's own, which it may stop."""
-    cluster = Cluster()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "DATABASE_URL": cluster.url,
-    }
-    subprocess.run(
-        [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "migrate", "-v0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=300,
-    )
-    return cluster
 
 
 TERMINAL = {"completed", "dead", "skipped", "cancelled"}

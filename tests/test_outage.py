@@ -7,42 +7,15 @@ nothing else. A per-second schedule with ``misfire=skip`` and ``max_delay=3s`` r
 from __future__ import annotations
 
 import itertools
-import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import psycopg
-import pytest
-
-from django_jobs.contrib import embedded
-
 from .concurrency import wait_until
-from .processes import ROOT, Replica
+from .processes import Cluster, Replica
 
 OUTAGE_SECONDS = 30
-
-
-class Cluster:
-    """An embedded PostgreSQL that the test can stop and start."""
-
-    def __init__(self) -> None:
-        self.pgdata = ROOT / ".embedded-pg" / f"outage-{uuid.uuid4().hex[:8]}"
-        self.url = embedded.start(self.pgdata, throwaway=True)
-
-    def stop(self) -> None:
-        embedded.pause(self.pgdata)
-
-    def start(self) -> None:
-        embedded.resume(self.pgdata, self.url)
-
-    def rows(self, sql: str) -> list[tuple]:
-        with psycopg.connect(self.url, connect_timeout=5) as conn:
-            return conn.execute(sql).fetchall()
 
 
 def ticks(cluster: Cluster) -> list[tuple[datetime, str, str]]:
@@ -60,24 +33,6 @@ def completed_after(cluster: Cluster, instant: datetime) -> int:
 def event_time(replica: Replica, event: str) -> datetime:
     (found,) = [e for e in replica.events() if e.get("event") == event]
     return datetime.fromisoformat(found["timestamp"].replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def cluster() -> Cluster:
-    cluster = Cluster()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-        "DATABASE_URL": cluster.url,
-    }
-    subprocess.run(
-        [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "migrate", "-v0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        timeout=300,
-    )
-    return cluster
 
 
 def test_worker_survives_a_30_second_outage_and_applies_misfire_after(cluster, tmp_path: Path):

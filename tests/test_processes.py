@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -20,26 +18,11 @@ from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .factories import ScheduleFactory
-from .processes import Replica
 from .storeutil import plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 NOW = datetime.now(UTC)  # the processes use the real clock: plan work that is already due
-
-
-@pytest.fixture
-def start(tmp_path: Path) -> Iterator:
-    started: list[Replica] = []
-
-    def start(name: str, **kwargs) -> Replica:
-        replica = Replica(name, tmp_path, **kwargs)
-        started.append(replica)
-        return replica
-
-    yield start
-    for replica in started:
-        replica.stop()
 
 
 def due_schedule(job: str, count: int, **fields) -> Schedule:
