@@ -164,11 +164,6 @@ class Worker:
         """Runs whose handler has not returned yet (or, claimed ahead, not started)."""
         return self.inflight.running()
 
-    def active_runs(self) -> list[ActiveRun]:
-        """Every run whose lease this replica must keep: waiting, running, or returned with
-        its completion not yet written."""
-        return self.inflight.to_keep()
-
     def _busy(self) -> bool:
         return len(self.inflight) > 0
 
