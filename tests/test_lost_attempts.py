@@ -272,3 +272,27 @@ def test_another_servers_outage_is_the_jobs_own_failure_while_the_store_answers(
     assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 1)
     assert occurrence.last_error_type == "psycopg.OperationalError"
     assert outcomes(occurrence_id) == [AttemptOutcome.FAILED]
+
+
+def test_an_outage_inside_run_atomic_is_not_a_failure(clock) -> None:
+    """The connection dies inside ``run.atomic()``: Django's failed rollback closes it, and
+    the worker still sees that the store, not the job, was at fault."""
+
+    def cut_off_in_atomic(run: Run) -> None:
+        if run.attempt == 1:
+            with run.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    jobs = Registry()
+    jobs.register("tests.outage-atomic", cut_off_in_atomic)
+    schedule = ScheduleFactory.create(job="tests.outage-atomic", max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
+    try:
+        summary = worker.run_pass()
+    finally:
+        worker.close()
+
+    assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]

@@ -99,13 +99,20 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
 
 
 class _SessionUse:
-    """An execute wrapper that notes whether the handler sent anything on this connection."""
+    """An execute wrapper on the store's connection: whether the handler sent anything on it
+    (its session then needs a reset), and whether a statement failed because the connection
+    broke (terminated, reset, the server gone): that is the store's outage, not the job's."""
 
     used = False
+    broke = False
 
     def __call__(self, execute: Callable[..., Any], *args: Any) -> Any:
         self.used = True
-        return execute(*args)
+        try:
+            return execute(*args)
+        except Exception as exc:
+            self.broke = self.broke or is_store_outage(exc)
+            raise
 
 
 def _keep_or_close_connection() -> None:
@@ -164,6 +171,7 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
         handler = ctx.registry.get(schedule.job)
     except UnknownJob as exc:  # a bad schedule is reported and left alone, never retried
         return _dead(active, exc, ctx)
+    connection.errors_occurred = False  # checked just before: what follows is this run's
     try:
         with connection.execute_wrapper(session):
             call_handler(handler.func, run, name=handler.name)
@@ -177,9 +185,10 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
     except Exception as exc:
+        outage = is_store_outage(exc) and _store_unreachable(session)
         if not outer_transaction:
             _drop_leaked_transaction()
-        return _failed(active, exc, ctx)
+        return _failed(active, exc, ctx, outage=outage)
     if run.completed:
         log.info("occurrence.completed")
         return Outcome.COMPLETED
@@ -200,12 +209,13 @@ def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
     return Outcome.LEASE_LOST
 
 
-def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
-    """A handler error, or its reaction to being cancelled."""
+def _failed(active: ActiveRun, exc: Exception, ctx: Execution, *, outage: bool) -> Outcome:
+    """A handler error (``outage``: one the store being out of reach caused), or its reaction
+    to being cancelled."""
     if active.abandoned or active.reason == CancelReason.LEASE_LOST:
         log.warning("lease.lost", error_type=type(exc).__name__)
         return Outcome.LEASE_LOST
-    if active.reason == CancelReason.OUTAGE or (is_store_outage(exc) and _store_unreachable()):
+    if active.reason == CancelReason.OUTAGE or outage:
         return give_back_after_outage(active, ctx, exc)
     if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
         return _write(active, ctx, _release, Outcome.RELEASED)
@@ -215,14 +225,17 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution) -> Outcome:
     )
 
 
-def _store_unreachable() -> bool:
-    """Whether the store's connection on this thread broke during the handler: an error went
-    through it and it no longer answers. An outage-looking error from another server the
-    handler talks to (a second database, a partner's PostgreSQL), while the store answers, is
-    the job's own failure."""
-    if connection.connection is None or not connection.errors_occurred:
+def _store_unreachable(session: _SessionUse) -> bool:
+    """Whether the store's connection on this thread broke during the handler: a statement
+    on it failed for that reason (even if Django has reconnected since, as ``run.atomic()``'s
+    exit does), or an error went through it and it is gone or no longer answers (a connect
+    that failed). An outage-looking error from another server the handler talks to (a second
+    database, a partner's PostgreSQL) while the store answers is the job's own failure."""
+    if session.broke:
+        return True
+    if not connection.errors_occurred:
         return False
-    return not connection.is_usable()
+    return connection.connection is None or not connection.is_usable()
 
 
 def give_back_after_outage(
