@@ -5,6 +5,7 @@ Real PostgreSQL; the outage errors are real ones the server or the driver raises
 from __future__ import annotations
 
 from datetime import timedelta
+from uuid import UUID
 
 import psycopg
 import pytest
@@ -14,7 +15,7 @@ from structlog.testing import capture_logs
 from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
-from django_jobs.worker.loop import Worker
+from django_jobs.worker.loop import PassSummary, Worker
 from django_jobs.worker.outage import OutageLog, is_store_outage
 from django_jobs.worker.run import Run
 
@@ -25,6 +26,21 @@ from .storeutil import LEASE, claim, plan
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LATER = LEASE + timedelta(seconds=1)
+
+
+def run_one_pass(clock, job: str, handler) -> tuple[UUID, PassSummary]:
+    """One occurrence of a new ``max_attempts=1`` schedule of ``handler``, run by a threaded
+    worker's ``run_pass`` (an occurrence given back due at once is claimed again in it)."""
+    jobs = Registry()
+    jobs.register(job, handler)
+    schedule = ScheduleFactory.create(job=job, max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
+    try:
+        return occurrence_id, worker.run_pass()
+    finally:
+        worker.close()
 
 
 def outcomes(occurrence_id) -> list[str]:
@@ -125,16 +141,8 @@ def test_a_handler_cut_off_from_the_store_gives_its_occurrence_back_without_a_fa
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
-    jobs = Registry()
-    jobs.register("tests.outage", reads_through_an_outage)
-    schedule = ScheduleFactory.create(job="tests.outage", max_attempts=1)
-    (occurrence_id,) = plan(schedule, T0, now=T0)
-    clock.set(T0)
-    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
-    try:
-        summary = worker.run_pass()  # given back due at once: claimed again in the same pass
-    finally:
-        worker.close()
+    # given back due at once: claimed again in the same pass
+    occurrence_id, summary = run_one_pass(clock, "tests.outage", reads_through_an_outage)
 
     assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
     occurrence = Occurrence.objects.get(pk=occurrence_id)
@@ -256,16 +264,7 @@ def test_another_servers_outage_is_the_jobs_own_failure_while_the_store_answers(
             cursor.execute("SELECT 1")
         psycopg.connect("postgresql://127.0.0.1:1/partner", connect_timeout=2)
 
-    jobs = Registry()
-    jobs.register("tests.partner", partner_down)
-    schedule = ScheduleFactory.create(job="tests.partner", max_attempts=1)
-    (occurrence_id,) = plan(schedule, T0, now=T0)
-    clock.set(T0)
-    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
-    try:
-        summary = worker.run_pass()
-    finally:
-        worker.close()
+    occurrence_id, summary = run_one_pass(clock, "tests.partner", partner_down)
 
     assert dict(summary.outcomes) == {"dead": 1}
     occurrence = Occurrence.objects.get(pk=occurrence_id)
@@ -283,16 +282,7 @@ def test_an_outage_inside_run_atomic_is_not_a_failure(clock) -> None:
             with run.atomic(), connection.cursor() as cursor:
                 cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
-    jobs = Registry()
-    jobs.register("tests.outage-atomic", cut_off_in_atomic)
-    schedule = ScheduleFactory.create(job="tests.outage-atomic", max_attempts=1)
-    (occurrence_id,) = plan(schedule, T0, now=T0)
-    clock.set(T0)
-    worker = Worker(replica_id="w", clock=clock, jobs=jobs, listen=False)
-    try:
-        summary = worker.run_pass()
-    finally:
-        worker.close()
+    occurrence_id, summary = run_one_pass(clock, "tests.outage-atomic", cut_off_in_atomic)
 
     assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
     assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]
