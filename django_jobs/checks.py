@@ -129,7 +129,12 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
                 f"{name} lacks its inspection, replay and disable Runbook records.",
                 obj=record.obj,
                 id="django_jobs.E017",
-                hint="Run manage.py jobs sync: it writes the three runbooks.",
+                hint=(
+                    "jobs sync and services.upsert_schedule write them when they create or "
+                    "change a schedule. For a schedule written some other way: run manage.py "
+                    "jobs sync (declared in code) or save it again with "
+                    "services.upsert_schedule (created at run time)."
+                ),
             )
         )
     if record.status == "active" and not has_limit:

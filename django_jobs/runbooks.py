@@ -76,10 +76,19 @@ def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
     }
 
 
-def write(schedule: Schedule) -> None:
-    """Create or refresh the schedule's three Runbook rows."""
-    for kind, fields in procedures(schedule).items():
+def write(schedule: Schedule) -> int:
+    """Create the schedule's three Runbook rows, or bring them up to date; return how many
+    rows were created or changed (0 when they were current: one read, no write)."""
+    wanted = procedures(schedule)
+    have = {r.kind: r for r in Runbook.objects.filter(schedule=schedule)}
+    written = 0
+    for kind, fields in wanted.items():
+        row = have.get(kind)
+        if row is not None and all(getattr(row, k) == v for k, v in fields.items()):
+            continue
         Runbook.objects.update_or_create(schedule=schedule, kind=kind, defaults=fields)
+        written += 1
+    return written
 
 
 def markdown(schedule: Schedule) -> str:

@@ -56,11 +56,15 @@ class SyncReport:
     updated: list[str] = field(default_factory=list)
     retired: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
+    # Schedules whose inspection, replay and disable runbooks were written or brought up to
+    # date (every created one, and any whose runbooks were missing or stale).
+    runbooks: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         return (
             f"{len(self.created)} created, {len(self.updated)} updated, "
-            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged"
+            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged; "
+            f"runbooks written for {len(self.runbooks)}"
         )
 
 
@@ -103,10 +107,18 @@ def _audit(
         AuditRecord.objects.create(**record)
 
 
+@dataclass(frozen=True)
+class _Upserted:
+    schedule: Schedule
+    what: str  # "created", "updated" or "unchanged"
+    runbooks: int  # Runbook rows created or changed
+
+
 def _upsert(
     declaration: Declaration, *, now: datetime, actor: str, reason: str, origin: Origin
-) -> tuple[Schedule, str]:
-    """Create or update the record of ``declaration``; return it and what happened."""
+) -> _Upserted:
+    """Create or update the record of ``declaration``, with its Limit and its runbooks (on
+    create too: check E017 must never find a schedule the app wrote without them)."""
     existing = (
         Schedule.objects.select_for_update()
         .filter(tenant=declaration.tenant, key=declaration.key)
@@ -130,14 +142,14 @@ def _upsert(
             schedule, now=now, actor=actor, action="schedule.created", reason=reason, after=fields
         )
         _set_limit(schedule, declaration)
-        return schedule, "created"
+        return _Upserted(schedule, "created", runbooks.write(schedule))
     changed = {k: v for k, v in fields.items() if getattr(existing, k) != v}
     if existing.origin != origin:
         changed["origin"] = origin
     limit_changed = _set_limit(existing, declaration)
-    runbooks.write(existing)
     if not changed:
-        return existing, "updated" if limit_changed else "unchanged"
+        written = runbooks.write(existing)
+        return _Upserted(existing, "updated" if limit_changed else "unchanged", written)
     before = {k: getattr(existing, k) for k in changed}
     for name, value in changed.items():
         setattr(existing, name, value)
@@ -151,7 +163,7 @@ def _upsert(
     _audit(
         existing, now=now, actor=actor, action=action, reason=reason, before=before, after=changed
     )
-    return existing, "updated"
+    return _Upserted(existing, "updated", runbooks.write(existing))
 
 
 def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:
@@ -179,11 +191,13 @@ def sync_schedules(
         store.lock_for_sync()
         seen: set[int] = set()
         for declaration in declarations:
-            schedule, what = _upsert(
+            done = _upsert(
                 declaration, now=now, actor=actor, reason="declared in code", origin=Origin.CODE
             )
-            seen.add(schedule.pk)
-            getattr(report, what).append(str(schedule))
+            seen.add(done.schedule.pk)
+            getattr(report, done.what).append(str(done.schedule))
+            if done.runbooks:
+                report.runbooks.append(str(done.schedule))
         gone = (
             Schedule.objects.select_for_update()
             .filter(origin=Origin.CODE)
@@ -218,11 +232,9 @@ def upsert_schedule(
     actor = _actor_name(actor)
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
-        schedule, _ = _upsert(
-            declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME
-        )
+        done = _upsert(declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME)
         store.notify("schedule")  # serving replicas plan it now, not at their next poll
-    return schedule
+    return done.schedule
 
 
 @dataclass

@@ -111,11 +111,14 @@ def test_jobs_sync_command_reports_what_it_did(capsys) -> None:
     out = capsys.readouterr().out
     # The example project's billing app declares four schedules.
     assert "created: billing.heartbeat" in out
-    assert out.strip().endswith("schedules synced: 4 created, 0 updated, 0 retired, 0 unchanged")
+    assert out.strip().endswith(
+        "schedules synced: 4 created, 0 updated, 0 retired, 0 unchanged; runbooks written for 4"
+    )
     call_command("jobs", "sync", "--json")
     report = json.loads(capsys.readouterr().out)
     assert report["unchanged"] == sorted(report["unchanged"])
     assert len(report["unchanged"]) == 4
+    assert report["runbooks"] == []  # current already: nothing rewritten
 
 
 def test_the_example_tenant_command_creates_a_runtime_schedule_in_the_tenants_zone(capsys) -> None:
