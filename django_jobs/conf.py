@@ -23,6 +23,14 @@ POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes e
                                    for due work and for NOTIFY from other replicas
 ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
 PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
+RETENTION_SECONDS         60       how often a serving replica tries to run automatic
+                                   retention (one replica at a time, fleet-wide); 0
+                                   turns it off (then only ``jobs purge`` deletes)
+RETENTION_BUDGET_SECONDS  10       the longest one retention pass keeps deleting; the
+                                   next pass continues where it stopped
+ONE_OFF_KEEP_SECONDS      604800   how long a retired one-off whose Limit only counts
+                                   (``keep_last``) is kept before it is removed with its
+                                   rows (one with ``keep_for`` is kept that long)
 PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may claim, read
                                    by workers at every pass: ``"*"`` (all), a bare key
                                    (that key in every tenant), ``"<tenant>/<key>"``
@@ -70,6 +78,9 @@ class JobsSettings:
     POLL_SECONDS: float = 5.0
     ERROR_MESSAGE_MAX_CHARS: int = 1000
     PURGE_BATCH_SIZE: int = 1000
+    RETENTION_SECONDS: float = 60
+    RETENTION_BUDGET_SECONDS: float = 10
+    ONE_OFF_KEEP_SECONDS: float = 7 * 24 * 3600
     PAUSED_SCHEDULES: tuple[str, ...] = ()
     AUDIT_LOG: str | None = None
     REDACT_PATTERNS: tuple[str, ...] = ()
@@ -95,6 +106,14 @@ _POSITIVE = {
     "HEARTBEAT_SECONDS",
     "ERROR_MESSAGE_MAX_CHARS",
     "PURGE_BATCH_SIZE",
+    "RETENTION_BUDGET_SECONDS",
+}
+_NOT_NEGATIVE = {
+    "SHUTDOWN_GRACE_SECONDS",
+    "TIMEOUT_GRACE_SECONDS",
+    "CLAIM_AHEAD",
+    "RETENTION_SECONDS",
+    "ONE_OFF_KEEP_SECONDS",
 }
 
 
@@ -119,7 +138,7 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
-        if key in {"SHUTDOWN_GRACE_SECONDS", "TIMEOUT_GRACE_SECONDS", "CLAIM_AHEAD"} and value < 0:
+        if key in _NOT_NEGATIVE and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
     return JobsSettings(**raw, PAUSED_SCHEDULES=paused, AUDIT_LOG=audit_log, REDACT_PATTERNS=redact)
 

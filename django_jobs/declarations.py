@@ -54,6 +54,11 @@ class Declaration:
     decider: str = ""
     decide_by: dt.date | None = None
 
+    @property
+    def label(self) -> str:
+        """How the schedule is named to people: ``tenant/key``, or the key alone."""
+        return f"{self.tenant}/{self.key}" if self.tenant else self.key
+
     def limit_fields(self) -> dict[str, Any]:
         if isinstance(self.retention, timedelta):
             return {"keep_for": self.retention, "keep_last": None}

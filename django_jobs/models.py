@@ -96,6 +96,9 @@ class Schedule(models.Model):
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.CODE)
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    # When the schedule was retired (sync, or a one-off whose occurrence is final): a retired
+    # one-off is removed with its rows once its retention has passed since then.
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         # Object permissions (django-guardian) an operator needs on a schedule, besides
@@ -456,3 +459,51 @@ class TenantGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.group} may {self.permission} in tenant {self.tenant}"
+
+
+class ConsumedOneOff(models.Model):
+    """A declared one-off (``at()``/``after()``) whose occurrence became final: ``jobs sync``
+    does not create it again, even after its schedule row is removed by retention. A
+    declaration with another instant (``at``) or delay (``after``) is a new one-off."""
+
+    tenant = models.CharField(max_length=100, blank=True, default="")
+    key = models.CharField(max_length=200)
+    timing_kind = models.CharField(max_length=10, choices=choices(TimingKind))
+    run_at = models.DateTimeField(null=True, blank=True)  # at(): the instant
+    delay = models.DurationField(null=True, blank=True)  # after(): the delay
+    consumed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "key", "timing_kind", "run_at", "delay"],
+                name="django_jobs_consumed_one_off",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        name = f"{self.tenant}/{self.key}" if self.tenant else self.key
+        return f"{name} (consumed {self.consumed_at.isoformat()})"
+
+
+class RetentionState(models.Model):
+    """What automatic retention did last, fleet-wide (one row, written by the replica that
+    held the retention lock): ``jobs health --json`` reports it."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    replica = models.CharField(max_length=200)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    deleted = models.PositiveBigIntegerField(default=0)  # occurrences deleted by the pass
+    retired = models.PositiveIntegerField(default=0)  # one-offs retired by the pass
+    removed = models.PositiveIntegerField(default=0)  # retired one-offs removed by the pass
+    seconds = models.FloatField(default=0)  # time spent deleting
+    caught_up = models.BooleanField(default=True)  # nothing past retention was left
+    caught_up_at = models.DateTimeField(null=True, blank=True)  # the last pass that was
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="django_jobs_one_state")]
+
+    def __str__(self) -> str:
+        return f"retention at {self.finished_at.isoformat()} by {self.replica}"

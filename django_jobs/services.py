@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils.module_loading import import_string
 
 from . import permissions, runbooks, store
@@ -29,12 +29,14 @@ from .models import (
     Origin,
     Replica,
     ReplicaState,
+    RetentionState,
     Schedule,
     ScheduleStatus,
     Trigger,
 )
+from .safe_error import loggable
 from .scheduling import timings
-from .scheduling.timings import After
+from .scheduling.timings import After, At
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
 TIMING_FIELDS = (
@@ -59,11 +61,14 @@ class SyncReport:
     # Schedules whose inspection, replay and disable runbooks were written or brought up to
     # date (every created one, and any whose runbooks were missing or stale).
     runbooks: list[str] = field(default_factory=list)
+    # Declared one-offs whose occurrence already became final: not created again.
+    consumed: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
+        consumed = f", {len(self.consumed)} consumed one-off(s)" if self.consumed else ""
         return (
             f"{len(self.created)} created, {len(self.updated)} updated, "
-            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged; "
+            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged{consumed}; "
             f"runbooks written for {len(self.runbooks)}"
         )
 
@@ -154,6 +159,8 @@ def _upsert(
     for name, value in changed.items():
         setattr(existing, name, value)
     existing.updated_at = now
+    if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
+        existing.retired_at = None
     timing_changed = any(k in TIMING_FIELDS for k in changed)
     if timing_changed or "status" in changed:
         existing.next_due_at = now  # re-plan from the recovery point with the new timing
@@ -189,8 +196,12 @@ def sync_schedules(
     report = SyncReport()
     with transaction.atomic():
         store.lock_for_sync()
+        consumed = store.consumed_one_offs()
         seen: set[int] = set()
         for declaration in declarations:
+            if _consumed_by(declaration) in consumed:
+                report.consumed.append(declaration.label)
+                continue
             done = _upsert(
                 declaration, now=now, actor=actor, reason="declared in code", origin=Origin.CODE
             )
@@ -215,12 +226,23 @@ def sync_schedules(
                 after={"status": ScheduleStatus.RETIRED},
             )
             schedule.status = ScheduleStatus.RETIRED
-            schedule.updated_at = now
-            schedule.save(update_fields=["status", "updated_at"])
+            schedule.updated_at = schedule.retired_at = now
+            schedule.save(update_fields=["status", "updated_at", "retired_at"])
             report.retired.append(str(schedule))
         if report.created or report.updated:
             store.notify("sync")  # serving replicas plan the changed schedules now
     return report
+
+
+def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
+    """How a consumed one-off of this declaration is recorded (``ConsumedOneOff``), or None
+    for a recurring declaration."""
+    timing = declaration.timing
+    if isinstance(timing, At):
+        return (declaration.tenant, declaration.key, "at", timing.instant, None)
+    if isinstance(timing, After):
+        return (declaration.tenant, declaration.key, "after", None, timing.delay)
+    return None
 
 
 def upsert_schedule(
@@ -242,6 +264,29 @@ class HealthReport:
     host: str
     replicas: list[Replica]
     stale: list[str]
+    retention: RetentionState | None = None  # the fleet's last automatic retention pass
+    now: datetime | None = None
+
+    def retention_dict(self) -> dict[str, Any] | None:
+        """The last retention pass: its rate, and its lag (how long since retention last
+        caught up with every Limit; 0 when the last pass did)."""
+        r = self.retention
+        if r is None:
+            return None
+        now = self.now or r.finished_at
+        lag = 0.0 if r.caught_up else (now - (r.caught_up_at or r.started_at)).total_seconds()
+        return {
+            "replica": r.replica,
+            "last_pass_at": r.finished_at.isoformat(),
+            "seconds_since_last_pass": round((now - r.finished_at).total_seconds(), 3),
+            "deleted": r.deleted,
+            "retired": r.retired,
+            "removed": r.removed,
+            "seconds": round(r.seconds, 3),
+            "rows_per_second": round(r.deleted / r.seconds, 1) if r.seconds else 0.0,
+            "caught_up": r.caught_up,
+            "lag_seconds": round(max(lag, 0.0), 3),
+        }
 
     @property
     def healthy(self) -> bool:
@@ -268,6 +313,7 @@ class HealthReport:
                 }
                 for r in self.replicas
             ],
+            "retention": self.retention_dict(),
         }
 
 
@@ -277,7 +323,8 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
         Replica.objects.filter(host=host).exclude(state=ReplicaState.STOPPED).order_by("id")
     )
     stale = [r.id for r in replicas if now - r.heartbeat_at > max_age]
-    return HealthReport(host=host, replicas=replicas, stale=stale)
+    retention = RetentionState.objects.filter(pk=1).first()
+    return HealthReport(host=host, replicas=replicas, stale=stale, retention=retention, now=now)
 
 
 # --- Operator actions: permission, one transaction, audit -----------------------------------
@@ -358,30 +405,122 @@ def replay(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) ->
     with transaction.atomic():
         schedule = _locked(occurrence.schedule)
         permissions.require(actor, "replay", schedule)
-        before = {"state": occurrence.state, "attempts": occurrence.attempts}
-        if not store.replay(occurrence.pk, now=now):
-            raise JobsError(
-                f"occurrence {occurrence.pk} of {schedule} is {occurrence.state}: only a dead, "
-                "failed, skipped, completed or cancelled occurrence can be replayed"
-            )
-        _audit(
-            schedule,
-            now=now,
-            actor=_actor_name(actor),
-            action="replay",
-            reason=reason,
-            target_type="occurrence",
-            target_id=str(occurrence.pk),
-            before=before,
-            after={
-                "state": "scheduled",
-                "next_attempt": occurrence.attempts + 1,
-                "trigger": "manual",
-            },
-        )
-        store.notify("replay")
+        occurrence.refresh_from_db()
+        _replay_locked(schedule, occurrence, actor=actor, reason=reason, now=now)
     occurrence.refresh_from_db()
     return occurrence
+
+
+def _replay_locked(
+    schedule: Schedule, occurrence: Occurrence, *, actor: Any, reason: str, now: datetime
+) -> None:
+    """Replay ``occurrence`` of the locked ``schedule``, audited. A retired one-off becomes
+    active again for it (retention retires it again once the replay is final)."""
+    before: dict[str, Any] = {"state": occurrence.state, "attempts": occurrence.attempts}
+    after: dict[str, Any] = {
+        "state": "scheduled",
+        "next_attempt": occurrence.attempts + 1,
+        "trigger": "manual",
+    }
+    if not store.replay(occurrence.pk, now=now):
+        raise JobsError(
+            f"occurrence {occurrence.pk} of {schedule} is {occurrence.state}: only a dead, "
+            "failed, skipped, completed or cancelled occurrence can be replayed"
+        )
+    _reactivate_for_replay(schedule, now=now, before=before, after=after)
+    _audit(
+        schedule,
+        now=now,
+        actor=_actor_name(actor),
+        action="replay",
+        reason=reason,
+        target_type="occurrence",
+        target_id=str(occurrence.pk),
+        before=before,
+        after=after,
+    )
+    store.notify("replay")
+
+
+def _reactivate_for_replay(
+    schedule: Schedule, *, now: datetime, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """Replicas claim only occurrences of active schedules: a retired one-off is made active
+    again for its replay; a retired recurring schedule is refused (re-declare it)."""
+    if schedule.status != ScheduleStatus.RETIRED:
+        return
+    if schedule.timing_kind not in ("at", "after"):
+        raise JobsError(
+            f"schedule {schedule} is retired: no replica runs its occurrences; declare it "
+            "again (status active) before replaying"
+        )
+    before["schedule_status"], after["schedule_status"] = schedule.status, ScheduleStatus.ACTIVE
+    schedule.status, schedule.retired_at, schedule.updated_at = ScheduleStatus.ACTIVE, None, now
+    schedule.save(update_fields=["status", "retired_at", "updated_at"])
+
+
+def replay_at(
+    schedule: Schedule, *, at: datetime, actor: Any, reason: str, now: datetime
+) -> Occurrence:
+    """Replay the occurrence of instant ``at`` of ``schedule``, creating it when it has no row
+    (an instant skipped into a summary, or purged): the identity is the one that instant
+    always had (tenant + key + instant), the trigger ``manual``. ``at`` must be an instant the
+    schedule's timing produces, not after ``now``; otherwise the error names the nearest
+    real ones."""
+    label = f"replay of {schedule} at {at!r}"
+    reason = _need_reason(reason, label)
+    now = ensure_aware_utc(now, name="now")
+    at = ensure_aware_utc(at, name="at")
+    with transaction.atomic():
+        schedule = _locked(schedule)
+        permissions.require(actor, "replay", schedule)
+        _need_planned_instant(schedule, at, now=now)
+        planned = store.PlannedOccurrence(
+            schedule.pk, schedule.tenant, schedule.key, at, trigger=Trigger.MANUAL
+        )
+        existing = Occurrence.objects.filter(pk=planned.id).first()
+        if existing is not None:
+            _replay_locked(schedule, existing, actor=actor, reason=reason, now=now)
+        else:
+            # Planned without moving the recovery point: the planner's own instants between
+            # it and ``at`` are still planned (this one again is a no-op: same identity).
+            store.plan([planned], now=now, advance=[])
+            after: dict[str, Any] = {"state": "scheduled", "next_attempt": 1, "trigger": "manual"}
+            before: dict[str, Any] = {"state": None}
+            _reactivate_for_replay(schedule, now=now, before=before, after=after)
+            _audit(
+                schedule,
+                now=now,
+                actor=_actor_name(actor),
+                action="replay",
+                reason=reason,
+                target_type="occurrence",
+                target_id=str(planned.id),
+                before=before,
+                after={**after, "scheduled_at": at, "created": True},
+            )
+            store.notify("replay")
+    return Occurrence.objects.get(pk=planned.id)
+
+
+def _need_planned_instant(schedule: Schedule, at: datetime, *, now: datetime) -> None:
+    try:
+        timing = timings.from_record(schedule)
+    except (ValueError, OverflowError) as exc:
+        raise JobsError(f"schedule {schedule}: its timing cannot be evaluated: {exc}") from None
+    if at > now:
+        raise JobsError(
+            f"schedule {schedule}: {at.isoformat()} is in the future; it runs at its time "
+            "(use jobs run-now for an extra run now)"
+        )
+    if timings.produces(timing, at):
+        return
+    before, after = timings.neighbours(timing, at)
+    nearest = [i.isoformat() for i in (before, after) if i is not None]
+    raise JobsError(
+        f"schedule {schedule}: {at.isoformat()} is not an instant of its timing; the nearest "
+        f"are {' and '.join(nearest) if nearest else 'none'}"
+    )
 
 
 def disable(
@@ -482,22 +621,44 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
 
 
 def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
-    """Delete the schedule's finished occurrences beyond its retention Limit, in batches."""
+    """Delete the schedule's finished occurrences beyond its retention Limit now, with their
+    attempts and steps, in batches, all in one transaction with its audit record.
+
+    All or nothing: if the database refuses (a project table still references an
+    occurrence, say), nothing is deleted, a ``purge.failed`` audit record says so in a
+    transaction of its own, and ``JobsError`` names the schedule and the cause.
+    """
     now = ensure_aware_utc(now, name="now")
-    with transaction.atomic():
-        permissions.require(actor, "purge", schedule)
-        batch = get_settings().PURGE_BATCH_SIZE
-        deleted = 0
-        while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
-            deleted += count
-            if count < batch:
-                break
-        _audit(
-            schedule,
-            now=now,
-            actor=_actor_name(actor),
-            action="purge",
-            reason="retention Limit",
-            after={"deleted": deleted},
-        )
+    permissions.require(actor, "purge", schedule)
+    name = _actor_name(actor)
+    try:
+        with transaction.atomic():
+            batch = get_settings().PURGE_BATCH_SIZE
+            deleted = 0
+            while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
+                deleted += count
+                if count < batch:
+                    break
+            _audit(
+                schedule,
+                now=now,
+                actor=name,
+                action="purge",
+                reason="retention Limit",
+                after={"deleted": deleted},
+            )
+    except DatabaseError as exc:
+        error = loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500)
+        with transaction.atomic():  # an outage fails this too: then the outage is raised
+            _audit(
+                schedule,
+                now=now,
+                actor=name,
+                action="purge.failed",
+                reason="retention Limit",
+                after={"deleted": 0, "error_type": type(exc).__name__, "error": error},
+            )
+        raise JobsError(
+            f"purge of {schedule} failed and deleted nothing: {type(exc).__name__}: {error}"
+        ) from exc
     return deleted

@@ -363,3 +363,27 @@ def from_record(fields: Any) -> Timing:
     else:
         raise InvalidTiming("timing_kind", f"unknown timing kind {kind!r}")
     return timing.validate()
+
+
+def produces(timing: Timing, instant: datetime) -> bool:
+    """Whether ``instant`` is one of the timing's instants."""
+    instant = ensure_aware_utc(instant, name="instant")
+    return next(iter(timing.iter_from(instant)), None) == instant
+
+
+_NEIGHBOUR_WINDOWS = [timedelta(minutes=1) * 8**n for n in range(9)]  # 1 minute to 32 years
+
+
+def neighbours(timing: Timing, instant: datetime) -> tuple[datetime | None, datetime | None]:
+    """The timing's last instant before ``instant`` and its first after it (None where there
+    is none). Looks back in growing windows, so a frequent timing lists few instants."""
+    instant = ensure_aware_utc(instant, name="instant")
+    following = next(iter(timing.iter_from(instant + timedelta(microseconds=1))), None)
+    for window in _NEIGHBOUR_WINDOWS:
+        try:
+            earlier = timing.between(instant - window, instant)
+        except OverflowError:
+            break
+        if earlier:
+            return earlier[-1], following
+    return None, following

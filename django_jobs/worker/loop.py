@@ -39,6 +39,7 @@ from .inflight import ActiveRun, CancelReason, InFlight, RunState
 from .leases import LeaseKeeper
 from .outage import STORE_OUTAGE, Backoff, OutageLog
 from .planning import plan_due
+from .retention import RetentionKeeper
 from .wakeup import Wakeup, conninfo_from_django
 
 log = structlog.get_logger("django_jobs.worker")
@@ -157,6 +158,7 @@ class Worker:
             outage=self.outage,
             on_cancel=self.wakeup.poke,
         )
+        self._retention: RetentionKeeper | None = None  # started by ``serve``
 
     # --- shared state ---------------------------------------------------------------
 
@@ -431,6 +433,11 @@ class Worker:
     def serve(self) -> int:
         """Run until stopped; return the process exit code (0, or 3 to be restarted)."""
         self._ensure_keeper()
+        if self.settings.RETENTION_SECONDS > 0 and not self.inline:
+            self._retention = RetentionKeeper(
+                replica=self.replica_id, clock=self.clock, settings=self.settings
+            )
+            self._retention.start()
         self._plan_at = self.clock.now()
         log.info("worker.started", replica=self.replica_id, concurrency=self.concurrency)
         while not self.stopping.is_set():
@@ -585,6 +592,10 @@ class Worker:
         self._try(lambda: self._heartbeat(ReplicaState.DRAINING, force=True))
         self._drain()
         self._keeper.stopped.set()
+        if self._retention is not None:
+            # A batch cut short by the exit rolls back whole: no statement is left half-done.
+            self._retention.stop()
+            self._retention.join(timeout=5)
         self._try(lambda: self._heartbeat(ReplicaState.STOPPED, force=True))
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._close_run_connections()

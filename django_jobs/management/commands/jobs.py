@@ -10,7 +10,7 @@ import argparse
 import json
 import math
 import socket
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -62,6 +62,21 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _instant(text: str) -> datetime:
+    """An aware ISO 8601 instant (argparse type); a naive one is refused, not guessed."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 instant such as 2026-12-01T09:00:00+00:00"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset: add one (Z or +01:00), so the instant is unambiguous"
+        )
+    return value.astimezone(UTC)
+
+
 class Command(BaseCommand):
     help = (
         "Operate scheduled jobs: list, inspect, replay, disable, enable, run-now, purge, "
@@ -87,12 +102,27 @@ class Command(BaseCommand):
         inspect = operator("inspect", "Show a schedule, or one occurrence with its attempts.")
         inspect.add_argument("--occurrence", default=None, help="an occurrence id")
         replay = sub.add_parser(
-            "replay", help="Replay an occurrence: a new attempt under the same identity."
+            "replay",
+            help="Replay an occurrence: a new attempt under the same identity.",
+            description=(
+                "jobs replay OCCURRENCE_ID replays that occurrence. jobs replay KEY --at "
+                "INSTANT replays the occurrence of that planned instant of the schedule, "
+                "creating it if it has no row (a skipped instant counted in a summary, or a "
+                "purged one): same identity as ever, trigger manual. An instant the "
+                "schedule's timing does not produce is refused, naming the nearest ones."
+            ),
         )
-        replay.add_argument("occurrence", help="the occurrence id")
-        replay.add_argument("--actor", required=True)
-        replay.add_argument("--reason", required=True)
-        replay.add_argument("--json", action="store_true")
+        replay.add_argument("occurrence", help="the occurrence id, or with --at the schedule key")
+        replay.add_argument(
+            "--at",
+            type=_instant,
+            default=None,
+            help="an instant of the schedule, ISO 8601 with its offset (2026-12-01T09:00Z)",
+        )
+        replay.add_argument("--tenant", default="", help="the schedule's tenant (with --at)")
+        replay.add_argument("--actor", required=True, help="your Django username (audited)")
+        replay.add_argument("--reason", required=True, help="why (kept in the audit record)")
+        replay.add_argument("--json", action="store_true", help="print JSON for scripts")
         disable = operator("disable", "Stop new claims of a schedule.", reason=True)
         disable.add_argument(
             "--cancel-running", action="store_true", help="also cancel its running occurrence"
@@ -280,12 +310,25 @@ class Command(BaseCommand):
 
     def _replay(self, options: dict[str, Any]) -> None:
         actor = self._actor(options)
-        occurrence = self._occurrence(options["occurrence"], actor)
-        occurrence = services.replay(
-            occurrence, actor=actor, reason=options["reason"], now=SystemClock().now()
-        )
+        if options["at"] is not None:
+            schedule = self._schedule({**options, "key": options["occurrence"]}, actor)
+            occurrence = services.replay_at(
+                schedule,
+                at=options["at"],
+                actor=actor,
+                reason=options["reason"],
+                now=SystemClock().now(),
+            )
+        else:
+            occurrence = services.replay(
+                self._occurrence(options["occurrence"], actor),
+                actor=actor,
+                reason=options["reason"],
+                now=SystemClock().now(),
+            )
         data = {
             "occurrence": str(occurrence.pk),
+            "scheduled_at": occurrence.scheduled_at.isoformat(),
             "state": occurrence.state,
             "next_attempt": occurrence.attempts + 1,
             "trigger": occurrence.trigger,
@@ -293,8 +336,8 @@ class Command(BaseCommand):
         self._emit(
             options,
             data,
-            f"replayed {occurrence.pk}: attempt {occurrence.attempts + 1} "
-            "is due now (trigger manual)",
+            f"replayed {occurrence.pk} (scheduled at {occurrence.scheduled_at.isoformat()}): "
+            f"attempt {occurrence.attempts + 1} is due now (trigger manual)",
         )
 
     def _act(self, options: dict[str, Any], action: Any, **extra: Any) -> Any:
@@ -372,6 +415,13 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"{replica.id}: {replica.state}, heartbeat {replica.heartbeat_at.isoformat()}"
                     f" ({'stale' if replica.id in report.stale else 'ok'})"
+                )
+            retention = report.retention_dict()
+            if retention is not None:
+                self.stdout.write(
+                    f"retention: last pass {retention['last_pass_at']} by "
+                    f"{retention['replica']}, deleted {retention['deleted']} "
+                    f"({retention['rows_per_second']}/s), lag {retention['lag_seconds']}s"
                 )
         if not report.healthy:
             raise CommandError(report.problem)
