@@ -21,6 +21,7 @@ DJANGO_JOBS = {
     "TIMEOUT_GRACE_SECONDS": float(os.environ.get("JOBS_TIMEOUT_GRACE_SECONDS", "1")),
     "HEARTBEAT_SECONDS": 1,
     "POLL_SECONDS": 1,
+    "RETENTION_SECONDS": float(os.environ.get("JOBS_RETENTION_SECONDS", "60")),
 }
 
 LOGGING = {

@@ -158,3 +158,10 @@ async def async_blocks(run: Run) -> None:
     """Blocks its event loop (a sync wait inside the coroutine): its task cannot be cancelled."""
     _touch(f"started-{run.occurrence_key}")
     _wait_for("never", None, limit=600)
+
+
+@job("proc.stepped")
+def stepped(run: Run) -> None:
+    """An outside effect through ``run.once`` (a ``Step`` row per occurrence), like the
+    example project's accountant digest."""
+    run.once("send", lambda: None)

@@ -1,0 +1,192 @@
+"""Replay of any planned instant: ``services.replay_at`` and ``jobs replay KEY --at``."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+
+from django_jobs import services
+from django_jobs.exceptions import JobsError
+from django_jobs.identity import occurrence_id
+from django_jobs.models import Attempt, AuditRecord, Occurrence, OccurrenceState, Schedule
+from django_jobs.registry import Registry
+from django_jobs.testing import run_due
+
+from .factories import T0, ScheduleFactory
+
+pytestmark = pytest.mark.django_db
+
+FIRST = T0 + timedelta(minutes=1)  # an instant the summary counts, without a row
+
+
+@pytest.fixture
+def root() -> User:
+    return User.objects.create_superuser("root", "root@example.com", "x")
+
+
+@pytest.fixture
+def summarised(clock) -> Schedule:
+    """A per-minute schedule that was down five hours: its oldest missed instants are only
+    counted in the planner's skip summary."""
+    schedule = ScheduleFactory.create(
+        tenant="acme",
+        key="acme.sync",
+        job="tests.counted",
+        misfire="skip",
+        max_delay=timedelta(seconds=30),
+        next_due_at=T0,
+    )
+    clock.set(T0 + timedelta(hours=5))
+    run_due(clock, jobs=counting([]))
+    summary = AuditRecord.objects.get(action="misfire.skipped")
+    assert summary.after["first"] == T0.isoformat()
+    assert not Occurrence.objects.filter(scheduled_at=FIRST).exists()
+    return schedule
+
+
+def counting(ran: list[tuple[str, int, str]]) -> Registry:
+    jobs = Registry()
+    jobs.register(
+        "tests.counted", lambda run: ran.append((run.occurrence_key, run.attempt, run.trigger))
+    )
+    return jobs
+
+
+def test_a_summarised_skipped_instant_runs_once_under_its_own_identity(
+    root, summarised, clock
+) -> None:
+    occurrence = services.replay_at(
+        summarised, at=FIRST, actor=root, reason="the 12:01 sync is needed", now=clock.now()
+    )
+    identity = occurrence_id("acme", "acme.sync", FIRST)
+    assert occurrence.pk == identity
+    assert (occurrence.state, occurrence.trigger, occurrence.scheduled_at) == (
+        OccurrenceState.SCHEDULED,
+        "manual",
+        FIRST,
+    )
+    ran: list[tuple[str, int, str]] = []
+    run_due(clock, jobs=counting(ran))
+    run_due(clock, jobs=counting(ran))
+    assert ran == [(str(identity), 1, "manual")]
+    assert Occurrence.objects.get(pk=identity).state == OccurrenceState.COMPLETED
+    audit = AuditRecord.objects.get(action="replay")
+    assert (audit.actor, audit.target_id, audit.reason) == (
+        "root",
+        str(identity),
+        "the 12:01 sync is needed",
+    )
+    assert audit.after["created"] is True
+    assert audit.after["scheduled_at"] == FIRST.isoformat()
+    # Again: now it has a row, so it is attempt 2 of the same occurrence.
+    services.replay_at(summarised, at=FIRST, actor=root, reason="again", now=clock.now())
+    run_due(clock, jobs=counting(ran))
+    assert ran[1:] == [(str(identity), 2, "manual")]
+    assert Attempt.objects.filter(occurrence_id=identity).count() == 2
+
+
+def test_the_recovery_point_does_not_move_so_the_planner_still_plans_what_is_due(
+    root, clock
+) -> None:
+    schedule = ScheduleFactory.create(job="tests.counted", next_due_at=T0)
+    clock.set(T0)
+    run_due(clock, jobs=Registry())  # planned and ran T0
+    clock.set(T0 + timedelta(minutes=3))
+    services.replay_at(
+        schedule, at=T0 + timedelta(minutes=2), actor=root, reason="early", now=clock.now()
+    )
+    ran: list[tuple[str, int, str]] = []
+    run_due(clock, jobs=counting(ran))
+    planned = sorted(Occurrence.objects.values_list("scheduled_at", flat=True))
+    assert planned == [T0 + timedelta(minutes=m) for m in range(4)]
+    assert len(ran) == 3  # 12:01, 12:02 (replayed, once) and 12:03
+
+
+def test_an_instant_the_timing_does_not_produce_is_refused_naming_the_nearest(
+    root, summarised, clock
+) -> None:
+    wrong = FIRST + timedelta(seconds=30)
+    with pytest.raises(JobsError) as refused:
+        services.replay_at(summarised, at=wrong, actor=root, reason="x", now=clock.now())
+    message = str(refused.value)
+    assert "acme/acme.sync" in message
+    assert f"{wrong.isoformat()} is not an instant of its timing" in message
+    assert (
+        f"the nearest are {FIRST.isoformat()} and {(FIRST + timedelta(minutes=1)).isoformat()}"
+        in message
+    )
+    assert not Occurrence.objects.filter(scheduled_at=wrong).exists()
+    assert not AuditRecord.objects.filter(action="replay").exists()
+
+
+def test_a_future_instant_is_refused(root, summarised, clock) -> None:
+    later = clock.now() + timedelta(minutes=10)
+    with pytest.raises(JobsError, match="is in the future; it runs at its time"):
+        services.replay_at(summarised, at=later, actor=root, reason="x", now=clock.now())
+
+
+def test_replay_at_needs_the_replay_permission(summarised, clock) -> None:
+    viewer = User.objects.create_user("viewer", is_staff=True)
+    with pytest.raises(Exception, match="replay"):
+        services.replay_at(summarised, at=FIRST, actor=viewer, reason="x", now=clock.now())
+    assert not Occurrence.objects.filter(scheduled_at=FIRST).exists()
+
+
+def jobs(*args: str) -> str:
+    out = StringIO()
+    call_command("jobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_jobs_replay_key_at_instant(root, summarised) -> None:
+    out = json.loads(
+        jobs(
+            "replay",
+            "acme.sync",
+            "--tenant",
+            "acme",
+            "--at",
+            "2026-03-01T13:01:00+01:00",
+            "--actor",
+            "root",
+            "--reason",
+            "backfill",
+            "--json",
+        )
+    )
+    assert out["occurrence"] == str(occurrence_id("acme", "acme.sync", FIRST))
+    assert out["scheduled_at"] == FIRST.isoformat()
+    assert (out["state"], out["next_attempt"], out["trigger"]) == ("scheduled", 1, "manual")
+
+
+@pytest.mark.parametrize(
+    ("at", "error"),
+    [
+        (
+            "2026-03-01T12:01:30Z",
+            "the nearest are 2026-03-01T12:01:00+00:00 and 2026-03-01T12:02:00",
+        ),
+        ("2026-03-01T12:01:00", "has no UTC offset"),
+        ("yesterday", "is not an ISO 8601 instant"),
+    ],
+)
+def test_jobs_replay_refuses_a_wrong_instant_clearly(root, summarised, at, error) -> None:
+    with pytest.raises(CommandError, match=re.escape(error)):
+        jobs(
+            "replay",
+            "acme.sync",
+            "--tenant",
+            "acme",
+            "--at",
+            at,
+            "--actor",
+            "root",
+            "--reason",
+            "backfill",
+        )
