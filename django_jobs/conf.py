@@ -108,6 +108,12 @@ _POSITIVE = {
     "PURGE_BATCH_SIZE",
     "RETENTION_BUDGET_SECONDS",
 }
+# Durations a worker turns into timedeltas and adds to instants: bounded well inside them.
+_AT_MOST = {
+    "RETENTION_SECONDS": 86_400,
+    "RETENTION_BUDGET_SECONDS": 3_600,
+    "ONE_OFF_KEEP_SECONDS": 100 * 366 * 86_400,
+}
 _NOT_NEGATIVE = {
     "SHUTDOWN_GRACE_SECONDS",
     "TIMEOUT_GRACE_SECONDS",
@@ -138,6 +144,10 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
         if key in _POSITIVE and value <= 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be greater than 0, got {value!r}")
+        if key in _AT_MOST and value > _AT_MOST[key]:
+            raise ConfigurationError(
+                f"DJANGO_JOBS['{key}'] must be at most {_AT_MOST[key]} seconds, got {value!r}"
+            )
         if key in _NOT_NEGATIVE and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
     return JobsSettings(**raw, PAUSED_SCHEDULES=paused, AUDIT_LOG=audit_log, REDACT_PATTERNS=redact)

@@ -42,7 +42,10 @@ def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
         },
         RunbookKind.REPLAY: {
             "interface": (
-                "python manage.py jobs replay <occurrence id> --actor <your user> --reason '<why>'"
+                "python manage.py jobs replay <occurrence id> --actor <your user> --reason "
+                f"'<why>'; an instant without a row (summarised or purged): python manage.py "
+                f"jobs replay {target} --at <instant with offset> --actor <your user> "
+                "--reason '<why>'"
             ),
             "claimed_occurrence_effect": (
                 "A claimed (processing) occurrence cannot be replayed: wait for it to end, or "

@@ -29,6 +29,9 @@ def test_settings_are_read_at_access_time() -> None:
         ({"LEASE_SECONDZ": 5}, "DJANGO_JOBS has unknown key(s) LEASE_SECONDZ"),
         ({"LEASE_SECONDS": 0}, "DJANGO_JOBS['LEASE_SECONDS'] must be greater than 0, got 0"),
         ({"CLAIM_BATCH_SIZE": "10"}, "DJANGO_JOBS['CLAIM_BATCH_SIZE'] must be a number"),
+        ({"RETENTION_SECONDS": -1}, "DJANGO_JOBS['RETENTION_SECONDS'] must not be negative"),
+        ({"RETENTION_BUDGET_SECONDS": 0}, "DJANGO_JOBS['RETENTION_BUDGET_SECONDS'] must be"),
+        ({"ONE_OFF_KEEP_SECONDS": 1e15}, "DJANGO_JOBS['ONE_OFF_KEEP_SECONDS'] must be at most"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(value, message) -> None:

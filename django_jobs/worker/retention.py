@@ -29,6 +29,7 @@ from django.db import DatabaseError, connections
 from .. import store
 from ..clock import Clock
 from ..conf import JobsSettings
+from ..safe_error import loggable
 from .outage import OutageLog
 
 log = structlog.get_logger("django_jobs.retention")
@@ -151,6 +152,16 @@ class RetentionKeeper(threading.Thread):
             done = run_pass(replica=self.replica, clock=self.clock, settings=self.settings)
         except DatabaseError as exc:
             self.errors.failed(exc)
+            connections.close_all()  # and with the connection, the lock
+            return None
+        except Exception as exc:
+            # Never let the thread die holding the fleet's lock: log, drop the connection,
+            # and try again at the next turn.
+            log.error(
+                "retention.crashed",
+                error_type=type(exc).__name__,
+                error=loggable(exc, patterns=self.settings.REDACT_PATTERNS),
+            )
             connections.close_all()
             return None
         self.errors.recovered()
