@@ -427,6 +427,23 @@ def _replay_locked(
             f"occurrence {occurrence.pk} of {schedule} is {occurrence.state}: only a dead, "
             "failed, skipped, completed or cancelled occurrence can be replayed"
         )
+    _record_replay(
+        schedule, occurrence.pk, before=before, after=after, actor=actor, reason=reason, now=now
+    )
+
+
+def _record_replay(
+    schedule: Schedule,
+    target: Any,
+    *,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    actor: Any,
+    reason: str,
+    now: datetime,
+) -> None:
+    """What every replay does once its occurrence is due again: a retired one-off made
+    active for it, the audit record, a wake-up for the replicas."""
     _reactivate_for_replay(schedule, now=now, before=before, after=after)
     _audit(
         schedule,
@@ -435,7 +452,7 @@ def _replay_locked(
         action="replay",
         reason=reason,
         target_type="occurrence",
-        target_id=str(occurrence.pk),
+        target_id=str(target),
         before=before,
         after=after,
     )
@@ -485,21 +502,21 @@ def replay_at(
             # Planned without moving the recovery point: the planner's own instants between
             # it and ``at`` are still planned (this one again is a no-op: same identity).
             store.plan([planned], now=now, advance=[])
-            after: dict[str, Any] = {"state": "scheduled", "next_attempt": 1, "trigger": "manual"}
-            before: dict[str, Any] = {"state": None}
-            _reactivate_for_replay(schedule, now=now, before=before, after=after)
-            _audit(
+            _record_replay(
                 schedule,
-                now=now,
-                actor=_actor_name(actor),
-                action="replay",
+                planned.id,
+                before={"state": None},
+                after={
+                    "state": "scheduled",
+                    "next_attempt": 1,
+                    "trigger": "manual",
+                    "scheduled_at": at,
+                    "created": True,
+                },
+                actor=actor,
                 reason=reason,
-                target_type="occurrence",
-                target_id=str(planned.id),
-                before=before,
-                after={**after, "scheduled_at": at, "created": True},
+                now=now,
             )
-            store.notify("replay")
     return Occurrence.objects.get(pk=planned.id)
 
 

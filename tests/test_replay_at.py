@@ -138,28 +138,20 @@ def test_replay_at_needs_the_replay_permission(summarised, clock) -> None:
     assert not Occurrence.objects.filter(scheduled_at=FIRST).exists()
 
 
-def jobs(*args: str) -> str:
+def replay_cli(at: str, *extra: str) -> str:
+    """``jobs replay acme.sync --tenant acme --at AT`` as root."""
     out = StringIO()
-    call_command("jobs", *args, stdout=out)
+    call_command(
+        "jobs",
+        *("replay", "acme.sync", "--tenant", "acme", "--at", at),
+        *("--actor", "root", "--reason", "backfill", *extra),
+        stdout=out,
+    )
     return out.getvalue()
 
 
 def test_jobs_replay_key_at_instant(root, summarised) -> None:
-    out = json.loads(
-        jobs(
-            "replay",
-            "acme.sync",
-            "--tenant",
-            "acme",
-            "--at",
-            "2026-03-01T13:01:00+01:00",
-            "--actor",
-            "root",
-            "--reason",
-            "backfill",
-            "--json",
-        )
-    )
+    out = json.loads(replay_cli("2026-03-01T13:01:00+01:00", "--json"))
     assert out["occurrence"] == str(occurrence_id("acme", "acme.sync", FIRST))
     assert out["scheduled_at"] == FIRST.isoformat()
     assert (out["state"], out["next_attempt"], out["trigger"]) == ("scheduled", 1, "manual")
@@ -178,15 +170,5 @@ def test_jobs_replay_key_at_instant(root, summarised) -> None:
 )
 def test_jobs_replay_refuses_a_wrong_instant_clearly(root, summarised, at, error) -> None:
     with pytest.raises(CommandError, match=re.escape(error)):
-        jobs(
-            "replay",
-            "acme.sync",
-            "--tenant",
-            "acme",
-            "--at",
-            at,
-            "--actor",
-            "root",
-            "--reason",
-            "backfill",
-        )
+        replay_cli(at)
+    assert not AuditRecord.objects.filter(action="replay").exists()
