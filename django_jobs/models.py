@@ -474,11 +474,22 @@ class ConsumedOneOff(models.Model):
     consumed_at = models.DateTimeField()
 
     class Meta:
+        # Partial unique indexes, not NULLS NOT DISTINCT: PostgreSQL 14 is supported.
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "key", "timing_kind", "run_at", "delay"],
-                name="django_jobs_consumed_one_off",
-                nulls_distinct=False,
+                fields=["tenant", "key", "run_at"],
+                condition=Q(timing_kind="at"),
+                name="django_jobs_consumed_at",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "key", "delay"],
+                condition=Q(timing_kind="after"),
+                name="django_jobs_consumed_after",
+            ),
+            models.CheckConstraint(
+                condition=(Q(timing_kind="at") & Q(run_at__isnull=False))
+                | (Q(timing_kind="after") & Q(delay__isnull=False)),
+                name="django_jobs_consumed_names_its_timing",
             ),
         ]
 
