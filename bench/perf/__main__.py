@@ -67,6 +67,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="tiny sizes, to check the harness (CI): no figure means anything",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "perf")
+    parser.add_argument(
+        "--database",
+        default="django_jobs_perf",
+        help="name of the fresh database (dropped and created; embedded: its folder's name)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.schedules, args.idle_seconds, args.sustained_schedules = [200], 5, 20
@@ -174,6 +179,32 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return found
 
 
+def retention_lines(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One line per big table: automatic retention's rate, and the claim during it against
+    the quiet claim of the same run."""
+    lines = []
+    for row in results.get("bigtable", []):
+        rate = row["retention_rows_per_s"]
+        line = (
+            f"big table, {row['rows']:,} rows: retention deleted {row['retention_deleted']:,}"
+            f" rows in {row['retention_passes']} pass(es) of {row['retention_batch']}-row"
+            f" batches, {_cell(rate)} rows/s, slowest pass {_cell(row['retention_pass_max_s'])} s,"
+            f" slowest batch {_cell(row['retention_batch_max_ms'])} ms"
+        )
+        if row["claims_during_retention"]:
+            line += (
+                f"; claim during retention ({row['claims_during_retention']} claims)"
+                f" p50 {_cell(row['claim_p50_during_ms'])} ms"
+                f" ({_cell(row['claim_p50_during_ratio'])}x quiet),"
+                f" p99 {_cell(row['claim_p99_during_ms'])} ms"
+                f" ({_cell(row['claim_p99_during_ratio'])}x quiet)"
+            )
+        else:
+            line += "; retention caught up before a claim during it was measured"
+        lines.append(line)
+    return lines
+
+
 def versions() -> dict[str, str]:
     found = {
         "python": sys.version.split()[0],
@@ -189,7 +220,7 @@ def versions() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    db = Database.create(os.environ.get("DATABASE_URL"), name="django_jobs_perf")
+    db = Database.create(os.environ.get("DATABASE_URL"), name=args.database)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.perf.settings"}
     db.migrate(env)
     os.environ.update({"DJANGO_SETTINGS_MODULE": "bench.perf.settings", "DATABASE_URL": db.url})
@@ -275,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nPostgreSQL {server} ({report['database']}); {report['versions']}\n")
     for rows in results.values():
         print(table(rows) + "\n")
+    for line in retention_lines(results):
+        print(line + "\n")
     print(
         table(
             [
