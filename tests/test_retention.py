@@ -12,6 +12,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import connection
+from guardian.models import UserObjectPermission
+from guardian.shortcuts import assign_perm
 
 from django_jobs import after, at, services, store
 from django_jobs.conf import get_settings
@@ -227,6 +229,7 @@ def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(root
     )
     schedule = Schedule.objects.get(key="acme.welcome")
     assert Runbook.objects.filter(schedule=schedule).count() == 3
+    assign_perm("django_jobs.replay_schedule", User.objects.create_user("alice"), schedule)
     done = retention_pass(clock)
     assert done is not None
     assert done.retired == 0
@@ -247,6 +250,7 @@ def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(root
     assert (Occurrence.objects.count(), Attempt.objects.count(), Step.objects.count()) == (0, 0, 0)
     assert not Limit.objects.exists()
     assert not Runbook.objects.exists()
+    assert not UserObjectPermission.objects.exists()  # alice's grant went with it
     removed = AuditRecord.objects.get(action="schedule.removed")
     assert (removed.tenant, removed.target_id) == ("acme", str(schedule.pk))
 

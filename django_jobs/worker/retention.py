@@ -117,10 +117,26 @@ def _apply(*, clock: Clock, settings: JobsSettings) -> RetentionPass:
         now=now, keep_without_duration=keep, batch_size=batch
     ):
         result.removed += len(removed)
+        _forget_object_permissions([schedule_id for schedule_id, _, _ in removed])
         if len(removed) < batch or time.monotonic() >= budget_end:
             break
     result.seconds = time.monotonic() - began
     return result
+
+
+def _forget_object_permissions(schedule_ids: list[int]) -> None:
+    """django-guardian keeps object permissions by content type and primary key, without a
+    foreign key: those of removed schedules go with them (ids are never reused, but a stale
+    grant should not outlive its object)."""
+    from django.contrib.contenttypes.models import ContentType
+    from guardian.models import GroupObjectPermission, UserObjectPermission
+
+    from ..models import Schedule
+
+    kind = ContentType.objects.get_for_model(Schedule)
+    keys = [str(i) for i in schedule_ids]
+    for model in (UserObjectPermission, GroupObjectPermission):
+        model.objects.filter(content_type=kind, object_pk__in=keys).delete()
 
 
 class RetentionKeeper(threading.Thread):
