@@ -14,10 +14,11 @@ from django.db.models import Count
 
 from . import conf, source_rules
 from .clock import SystemClock
-from .declarations import Declaration, declared
+from .declarations import Declaration, declared, local_time_gaps
 from .exceptions import ConfigurationError
 from .registry import registry
 from .scheduling import cron, zones
+from .scheduling.timings import is_utc
 
 
 @register(Tags.database, deploy=False)
@@ -113,6 +114,7 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
                     hint="Use five fields: minute hour day-of-month month weekday.",
                 )
             )
+    found += _local_time_problems(record, name)
     if record.job not in registry.names():
         found.append(
             Error(
@@ -149,6 +151,40 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
     return found
 
 
+def _local_time_problems(record: Any, name: str) -> list[CheckMessage]:
+    """E018/E019: a declared business-local schedule without its reason or its explicit DST
+    choices. W023: a database record of one without a reason (written before reasons were
+    required, or not through a declaration): a warning, so ``migrate`` is not blocked."""
+    if record.timing_kind != "cron" or is_utc(record.time_zone):
+        return []
+    if record.time_zone not in zones.iana_names():
+        return []  # E013 says what is wrong with it
+    if record.local_gaps is None:
+        if record.zone_reason.strip():
+            return []
+        return [
+            Warning(
+                f"{name} runs in {record.time_zone}, not UTC, and its record gives no reason.",
+                obj=record.obj,
+                id="django_jobs.W023",
+                hint="Declare it with cron(..., reason='...') and run jobs sync, or save the "
+                "run-time schedule again through services.upsert_schedule with a reason.",
+            )
+        ]
+    found: list[CheckMessage] = []
+    for field_name, message in record.local_gaps:
+        found.append(
+            Error(
+                f"{name}: {field_name}: {message}.",
+                obj=record.obj,
+                id="django_jobs.E018" if field_name == "timing.reason" else "django_jobs.E019",
+                hint="A business-local schedule is a documented deviation from UTC: say why, "
+                "and choose what its DST transitions do.",
+            )
+        )
+    return found
+
+
 @dataclass(frozen=True)
 class _RecordView:
     label: str
@@ -162,6 +198,10 @@ class _RecordView:
     timing_kind: str
     cron: str
     time_zone: str
+    zone_reason: str = ""
+    # The DST choices given explicitly, and what the timing leaves unsaid (declarations only:
+    # a database record holds concrete choices, so None).
+    local_gaps: list[tuple[str, str]] | None = None
     runbooks: int | None = None  # how many Runbook rows exist (None: not a database record)
 
 
@@ -179,6 +219,8 @@ def _view_of_declaration(d: Declaration) -> _RecordView:
         timing_kind=fields["timing_kind"],
         cron=fields["cron"],
         time_zone=fields["time_zone"],
+        zone_reason=fields.get("zone_reason", ""),
+        local_gaps=local_time_gaps(d.timing),
     )
 
 
@@ -195,6 +237,7 @@ def _view_of_row(s: Any) -> _RecordView:
         timing_kind=s.timing_kind,
         cron=s.cron,
         time_zone=s.time_zone,
+        zone_reason=s.zone_reason,
         runbooks=getattr(s, "runbook_count", None),
     )
 

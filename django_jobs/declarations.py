@@ -183,6 +183,45 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     return found
 
 
+SKIPPED_CHOICES = "'shift' (run at the first instant after the gap) or 'skip' (do not run that day)"
+REPEATED_CHOICES = (
+    "'first' (run once, at the first of the two), 'last' (once, at the second) or 'both' (twice)"
+)
+
+
+def local_time_gaps(timing: Timing) -> list[tuple[str, str]]:
+    """What a business-local (non-UTC) cron timing leaves unsaid, as (field, message): its
+    reason, and its explicit DST choices. Empty for UTC and for other timings."""
+    if not isinstance(timing, Cron) or not timing.local:
+        return []
+    gaps = []
+    if not timing.reason:
+        gaps.append(
+            (
+                "timing.reason",
+                f"a schedule in {timing.zone} (not UTC) says why: cron(..., reason='...'), "
+                "for example 'statements go out at 09:00 for readers in New York'",
+            )
+        )
+    if "skipped" not in timing.chosen:
+        gaps.append(
+            (
+                "timing.skipped",
+                f"choose what a local time that does not exist in {timing.zone} (spring "
+                f"forward) does: skipped={SKIPPED_CHOICES}",
+            )
+        )
+    if "repeated" not in timing.chosen:
+        gaps.append(
+            (
+                "timing.repeated",
+                f"choose what a local time that occurs twice in {timing.zone} (fall back) "
+                f"does: repeated={REPEATED_CHOICES}",
+            )
+        )
+    return gaps
+
+
 def schedule(
     key: str,
     *,

@@ -59,6 +59,13 @@ class Schedule(models.Model):
     repeated_time = models.CharField(
         max_length=10, choices=choices(RepeatedTime), default=RepeatedTime.FIRST
     )
+    # Why a business-local (non-UTC) schedule is not UTC: its documented deviation.
+    zone_reason = models.TextField(
+        "reason for a non-UTC zone",
+        blank=True,
+        default="",
+        help_text="Why this business-local schedule runs in its zone instead of UTC.",
+    )
 
     max_delay = models.DurationField(default=timedelta(minutes=5))
     overlap = models.CharField(max_length=10, choices=choices(Overlap), default=Overlap.SKIP)

@@ -8,6 +8,7 @@ claimed. ``jobs sync`` (and every run-time schedule change) writes them as ``Run
 from __future__ import annotations
 
 from .models import Runbook, RunbookKind, Schedule
+from .scheduling.timings import is_utc
 
 
 def _target(schedule: Schedule) -> str:
@@ -103,6 +104,13 @@ def markdown(schedule: Schedule) -> str:
         f"(record: {schedule.record_owner}).",
         "",
     ]
+    if schedule.timing_kind == "cron" and not is_utc(schedule.time_zone):
+        lines[-1:-1] = [
+            "",
+            f"Business-local: runs in {schedule.time_zone}, because "
+            f"{schedule.zone_reason or '(no reason recorded)'}. A local time that does not exist "
+            f"is `{schedule.skipped_time}`; one that occurs twice is `{schedule.repeated_time}`.",
+        ]
     for runbook in schedule.runbooks.order_by("kind"):
         lines += [
             f"### {runbook.get_kind_display()}",

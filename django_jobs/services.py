@@ -19,7 +19,7 @@ from django.utils.module_loading import import_string
 from . import permissions, runbooks, store
 from .clock import ensure_aware_utc, later
 from .conf import get_settings
-from .declarations import Declaration
+from .declarations import Declaration, InvalidSchedule, local_time_gaps
 from .exceptions import JobsError
 from .models import (
     Attempt,
@@ -253,6 +253,10 @@ def upsert_schedule(
     reason = _need_reason(reason, f"schedule {declaration.key!r}")
     actor = _actor_name(actor)
     now = ensure_aware_utc(now, name="now")
+    # What checks E018/E019 refuse in a declaration, refused here: no check runs at run time.
+    gaps = local_time_gaps(declaration.timing)
+    if gaps:
+        raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))
     with transaction.atomic():
         done = _upsert(declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME)
         store.notify("schedule")  # serving replicas plan it now, not at their next poll

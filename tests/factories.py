@@ -42,7 +42,13 @@ def declaration(key: str = "billing.nightly", **fields: Any) -> Declaration:
     """A complete, valid declaration (not registered), with ``fields`` changed."""
     base: dict[str, Any] = dict(
         job="billing.send_statements",
-        timing=cron("0 9 * * *", zone="America/New_York"),
+        timing=cron(
+            "0 9 * * *",
+            zone="America/New_York",
+            skipped="shift",
+            repeated="first",
+            reason="statements at 09:00 for readers in New York",
+        ),
         retention=timedelta(days=90),
         status="active",
         register=False,

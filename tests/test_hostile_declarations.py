@@ -151,7 +151,9 @@ policies = st.one_of(st.sampled_from(["skip", "replay_once", "replay_all", "queu
 def declare(key: Any, **fields: Any) -> Any:
     base: dict[str, Any] = dict(
         job="billing.send_statements",
-        timing=cron("0 9 * * *", zone="America/New_York"),
+        timing=cron(
+            "0 9 * * *", zone="America/New_York", skipped="shift", repeated="first", reason="r"
+        ),
         retention=timedelta(days=90),
         status="active",
         register=False,

@@ -47,13 +47,24 @@ def test_syncing_again_changes_nothing() -> None:
 def test_a_timing_change_is_updated_and_audited_with_before_and_after() -> None:
     sync_schedules([nightly()], now=T0)
     later = T0 + timedelta(days=1)
-    report = sync_schedules([nightly(timing=cron("30 8 * * *", zone="Europe/London"))], now=later)
+    london = cron(
+        "30 8 * * *", zone="Europe/London", skipped="shift", repeated="first", reason="London"
+    )
+    report = sync_schedules([nightly(timing=london)], now=later)
     assert report.updated == ["billing.nightly"]
     row = Schedule.objects.get()
     assert (row.cron, row.time_zone, row.next_due_at) == ("30 8 * * *", "Europe/London", later)
     audit = AuditRecord.objects.get(action="schedule.timing_changed")
-    assert audit.before == {"cron": "0 9 * * *", "time_zone": "America/New_York"}
-    assert audit.after == {"cron": "30 8 * * *", "time_zone": "Europe/London"}
+    assert audit.before == {
+        "cron": "0 9 * * *",
+        "time_zone": "America/New_York",
+        "zone_reason": "statements at 09:00 for readers in New York",
+    }
+    assert audit.after == {
+        "cron": "30 8 * * *",
+        "time_zone": "Europe/London",
+        "zone_reason": "London",
+    }
     assert audit.actor == "django_jobs.sync"
 
 

@@ -19,6 +19,38 @@ from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
 from .zones import resolve, zone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_REASON = 500
+
+# Zone names that are UTC under another name: a schedule in one of them is not business-local.
+UTC_NAMES = frozenset(
+    {
+        "UTC",
+        "Etc/UTC",
+        "Etc/UCT",
+        "UCT",
+        "Etc/Universal",
+        "Universal",
+        "Etc/Zulu",
+        "Zulu",
+        "GMT",
+        "Etc/GMT",
+        "Etc/GMT+0",
+        "Etc/GMT-0",
+        "Etc/GMT0",
+        "GMT+0",
+        "GMT-0",
+        "GMT0",
+        "Etc/Greenwich",
+        "Greenwich",
+    }
+)
+
+
+def is_utc(zone_name: str) -> bool:
+    """Whether ``zone_name`` is UTC (by any of its names)."""
+    return zone_name in UTC_NAMES
+
+
 # A local time that falls back can map to an instant up to this far from the wall time read at
 # a window's edge (the largest DST shift in tzdata since 1970 is 2 hours).
 _WALL_MARGIN = timedelta(hours=3)
@@ -78,7 +110,12 @@ class Cron:
     zone: str = "UTC"
     skipped: SkippedTime = SkippedTime.SHIFT
     repeated: RepeatedTime = RepeatedTime.FIRST
+    # Why a business-local schedule is not UTC (a documented deviation; see ``is_utc``).
+    reason: str = ""
     kind: TimingKind = TimingKind.CRON
+    # Which DST choices were made explicitly. ``cron()`` records what its caller gave; a
+    # record read back from the database holds both.
+    chosen: frozenset[str] = field(default=frozenset({"skipped", "repeated"}), compare=False)
     _valid: bool = field(default=False, init=False, repr=False, compare=False)
 
     def validate(self) -> Self:
@@ -102,8 +139,16 @@ class Cron:
                 raise InvalidTiming(name, f"must be one of {allowed}, got {value!r}")
         object.__setattr__(self, "skipped", SkippedTime(self.skipped))
         object.__setattr__(self, "repeated", RepeatedTime(self.repeated))
+        if not isinstance(self.reason, str) or len(self.reason) > MAX_REASON:
+            raise InvalidTiming("timing.reason", f"must be text of at most {MAX_REASON} characters")
+        object.__setattr__(self, "reason", self.reason.strip())
         object.__setattr__(self, "_valid", True)
         return self
+
+    @property
+    def local(self) -> bool:
+        """Whether this is a business-local schedule (its zone is not UTC)."""
+        return not is_utc(self.zone)
 
     def between(self, start: datetime, end: datetime) -> list[datetime]:
         self.validate()
@@ -146,6 +191,7 @@ class Cron:
             "time_zone": self.zone,
             "skipped_time": self.skipped.value,
             "repeated_time": self.repeated.value,
+            "zone_reason": self.reason,
             "interval": None,
             "anchor": None,
             "run_at": None,
@@ -221,6 +267,7 @@ class Every:
             "time_zone": "UTC",
             "skipped_time": SkippedTime.SHIFT.value,
             "repeated_time": RepeatedTime.FIRST.value,
+            "zone_reason": "",
             "interval": self.interval,
             "anchor": self.anchor,
             "run_at": None,
@@ -316,6 +363,7 @@ def _one_off_fields() -> dict[str, Any]:
         "time_zone": "UTC",
         "skipped_time": SkippedTime.SHIFT.value,
         "repeated_time": RepeatedTime.FIRST.value,
+        "zone_reason": "",
         "interval": None,
         "anchor": None,
         "run_at": None,
@@ -327,13 +375,25 @@ def cron(
     expr: str,
     *,
     zone: str = "UTC",
-    skipped: SkippedTime | str = SkippedTime.SHIFT,
-    repeated: RepeatedTime | str = RepeatedTime.FIRST,
+    skipped: SkippedTime | str | None = None,
+    repeated: RepeatedTime | str | None = None,
+    reason: str = "",
 ) -> Cron:
-    """A cron timing. ``zone`` names an IANA zone for a business-local schedule; ``skipped``
-    (``"shift"`` or ``"skip"``) and ``repeated`` (``"first"``, ``"last"`` or ``"both"``) say
-    what its DST transitions do."""
-    return Cron(expr, zone, skipped, repeated)  # type: ignore[arg-type]
+    """A cron timing. ``zone`` names an IANA zone for a business-local schedule, which says
+    why (``reason``) and what its DST transitions do: ``skipped`` (``"shift"`` or ``"skip"``)
+    and ``repeated`` (``"first"``, ``"last"`` or ``"both"``), given explicitly (check
+    ``django_jobs.E019``; a UTC schedule has no transitions and may leave them out)."""
+    chosen = frozenset(
+        name for name, value in (("skipped", skipped), ("repeated", repeated)) if value is not None
+    )
+    return Cron(
+        expr,
+        zone,
+        SkippedTime.SHIFT if skipped is None else skipped,  # type: ignore[arg-type]
+        RepeatedTime.FIRST if repeated is None else repeated,  # type: ignore[arg-type]
+        reason,
+        chosen=chosen,
+    )
 
 
 def every(interval: timedelta, *, anchor: datetime = EPOCH) -> Every:
@@ -353,7 +413,13 @@ def from_record(fields: Any) -> Timing:
     kind = fields.timing_kind
     timing: Timing
     if kind == TimingKind.CRON:
-        timing = Cron(fields.cron, fields.time_zone, fields.skipped_time, fields.repeated_time)
+        timing = Cron(
+            fields.cron,
+            fields.time_zone,
+            fields.skipped_time,
+            fields.repeated_time,
+            getattr(fields, "zone_reason", ""),
+        )
     elif kind == TimingKind.INTERVAL:
         timing = Every(fields.interval, fields.anchor or EPOCH)
     elif kind == TimingKind.AT:

@@ -27,7 +27,13 @@ schedule(
 schedule(
     "billing.nightly-statements",
     job="billing.send_statements",
-    timing=cron("0 9 * * *", zone="America/New_York", skipped="shift", repeated="first"),
+    timing=cron(
+        "0 9 * * *",
+        zone="America/New_York",
+        skipped="shift",
+        repeated="first",
+        reason="statements reach readers in New York at the start of their business day",
+    ),
     max_delay=timedelta(minutes=30),
     misfire=Misfire.REPLAY_ONCE,
     overlap=Overlap.SKIP,

@@ -53,7 +53,13 @@ schedule(
 schedule(
     "chaos.local",
     job="chaos.effect",
-    timing=cron("*/2 * * * *", zone="Asia/Kolkata", skipped="shift", repeated="first"),
+    timing=cron(
+        "*/2 * * * *",
+        zone="Asia/Kolkata",
+        skipped="shift",
+        repeated="first",
+        reason="the campaign's business-local schedule, in a half-hour-offset zone",
+    ),
     max_delay=10 * S,
     misfire=Misfire.REPLAY_ALL,
     overlap=Overlap.QUEUE,

@@ -22,6 +22,7 @@ from ...conf import get_settings
 from ...declarations import declared
 from ...exceptions import JobsError
 from ...models import Occurrence, Schedule
+from ...scheduling.timings import is_utc
 
 ACTED = {
     "replay": "replayed",
@@ -75,6 +76,18 @@ def _instant(text: str) -> datetime:
             f"{text!r} has no UTC offset: add one (Z or +01:00), so the instant is unambiguous"
         )
     return value.astimezone(UTC)
+
+
+def _local_time(schedule: Schedule) -> dict[str, str]:
+    """A business-local schedule's zone, its reason and its DST choices (nothing for UTC)."""
+    if schedule.timing_kind != "cron" or is_utc(schedule.time_zone):
+        return {}
+    return {
+        "time_zone": schedule.time_zone,
+        "zone_reason": schedule.zone_reason or "(none recorded: check W023)",
+        "skipped_time": schedule.skipped_time,
+        "repeated_time": schedule.repeated_time,
+    }
 
 
 class Command(BaseCommand):
@@ -225,6 +238,7 @@ class Command(BaseCommand):
             "schedule": str(schedule),
             "job": schedule.job,
             "status": schedule.status,
+            **_local_time(schedule),
             "enabled": schedule.enabled,
             "disabled": {"by": schedule.disabled_by, "reason": schedule.disabled_reason}
             if not schedule.enabled

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from django_jobs import InvalidSchedule, Misfire, cron, schedule
+from django_jobs import InvalidSchedule, JobsError, Misfire, cron, schedule
 from django_jobs.clock import SystemClock
 from django_jobs.services import upsert_schedule
 
@@ -30,7 +30,13 @@ class Command(BaseCommand):
                 "billing.tenant-statements",
                 tenant=options["tenant"],
                 job="billing.send_statements",
-                timing=cron("0 9 * * *", zone=options["zone"], skipped="shift", repeated="first"),
+                timing=cron(
+                    "0 9 * * *",
+                    zone=options["zone"],
+                    skipped="shift",
+                    repeated="first",
+                    reason=f"statements reach {options['tenant']} at 09:00 in its own zone",
+                ),
                 max_delay=timedelta(hours=1),
                 misfire=Misfire.REPLAY_ONCE,
                 retention=timedelta(days=90),
@@ -41,10 +47,13 @@ class Command(BaseCommand):
             )
         except InvalidSchedule as exc:
             raise CommandError(str(exc)) from exc
-        row = upsert_schedule(
-            declaration,
-            actor=options["actor"],
-            reason=f"{options['tenant']} turned on nightly statements",
-            now=SystemClock().now(),
-        )
+        try:
+            row = upsert_schedule(
+                declaration,
+                actor=options["actor"],
+                reason=f"{options['tenant']} turned on nightly statements",
+                now=SystemClock().now(),
+            )
+        except JobsError as exc:
+            raise CommandError(str(exc)) from exc
         self.stdout.write(f"schedule {row} runs daily at 09:00 {row.time_zone}")
