@@ -12,11 +12,11 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 from django.db.models import Count
 
-from . import conf, source_rules
+from . import conf, conventions, source_rules
 from .clock import SystemClock
 from .declarations import Declaration, declared, local_time_gaps
 from .exceptions import ConfigurationError
-from .registry import registry
+from .registry import RULES, Departure, registry
 from .scheduling import cron, zones
 from .scheduling.timings import is_utc
 
@@ -333,3 +333,109 @@ def check_job_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                 )
             )
     return found
+
+
+@register()
+def check_conventions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W024: a handler dispatches no application command or approved port. W026: it lives
+    outside the app that owns the commands it dispatches. W027: a schedule is declared outside
+    a ``schedules`` module. W028: the project names no commands or ports, so W024 and W026
+    cannot run. I029: a recorded departure from one of these (W022 once past its review)."""
+    try:
+        settings = conf.get_settings()
+    except ConfigurationError:
+        return []  # E003 reports the bad setting
+    today = SystemClock().now().date()
+    found: list[CheckMessage] = []
+    handlers = registry.all()
+    named = bool(settings.COMMANDS or settings.APPROVED_PORTS)
+    if handlers and not named:
+        found.append(
+            Warning(
+                "DJANGO_JOBS names no application commands or approved ports, so no check "
+                "can tell a handler's dispatch from any other call.",
+                hint="Set DJANGO_JOBS['COMMANDS'] (and APPROVED_PORTS) to the modules or "
+                "callables your handlers dispatch, e.g. ['billing.commands'].",
+                id="django_jobs.W028",
+            )
+        )
+    for handler in handlers if named else []:
+        found += _dispatch_problems(handler, settings, today)
+    for handler in handlers:
+        for departure in handler.departures:
+            if departure.rule in ("placement", "scope"):
+                found.append(_departure_message(f"Job {handler.name!r}", departure, today))
+    for declaration in declared.all():
+        found += _separation_problems(declaration, today)
+    return found
+
+
+def _dispatch_problems(handler: Any, settings: Any, today: date) -> list[CheckMessage]:
+    report = conventions.report(handler.func, settings)
+    if not report.readable:
+        return []
+    where = f"Job {handler.name!r} ({handler.module})"
+    found: list[CheckMessage] = []
+    if not report.dispatches:
+        departure = handler.departure_from("handler")
+        if departure is not None:
+            found.append(_departure_message(where, departure, today))
+        else:
+            found.append(
+                Warning(
+                    f"{where} calls no application command or approved port.",
+                    hint="Dispatch one of DJANGO_JOBS['COMMANDS'] or ['APPROVED_PORTS'] (add "
+                    "the module that holds the behaviour there), or record a departure: "
+                    "@job(..., departure=Departure(reason=, review_by=)).",
+                    obj=handler.func,
+                    id="django_jobs.W024",
+                )
+            )
+    if report.misplaced and handler.departure_from("placement") is None:
+        owners = sorted({d.app or "(no app)" for d in report.commands})
+        found.append(
+            Warning(
+                f"{where} lives in app {report.app or '(no app)'!r} but dispatches commands of "
+                f"app {', '.join(repr(o) for o in owners)}: "
+                f"{', '.join(d.path for d in report.commands)}.",
+                hint="Move the handler to the jobs.py of the app that owns the command, or "
+                "record Departure(reason=, review_by=, rule='placement').",
+                obj=handler.func,
+                id="django_jobs.W026",
+            )
+        )
+    return found
+
+
+def _separation_problems(declaration: Declaration, today: date) -> list[CheckMessage]:
+    where = f"Schedule {declaration.label!r}"
+    if declaration.departure is not None:
+        return [_departure_message(where, declaration.departure, today)]
+    if not declaration.module or declaration.module.rpartition(".")[2] == "schedules":
+        return []
+    return [
+        Warning(
+            f"{where} is declared in {declaration.module}, not in a schedules module: timing "
+            "policy and behaviour change for different reasons.",
+            hint="Move the schedule() call to the app's schedules.py, or record "
+            "schedule(..., departure=Departure(reason=, review_by=, rule='separation')).",
+            obj=declaration,
+            id="django_jobs.W027",
+        )
+    ]
+
+
+def _departure_message(where: str, departure: Departure, today: date) -> CheckMessage:
+    rule = f"{RULES[departure.rule]} (rule {departure.rule!r})"
+    if departure.review_by < today:
+        return Warning(
+            f"{where}: the departure from {rule} was due for review on {departure.review_by} "
+            f"({departure.reason}).",
+            hint="Review it: remove the departure or set a new review_by.",
+            id="django_jobs.W022",
+        )
+    return Info(
+        f"{where} departs from {rule} under a recorded departure until "
+        f"{departure.review_by}: {departure.reason}",
+        id="django_jobs.I029",
+    )

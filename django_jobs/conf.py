@@ -38,6 +38,13 @@ PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may clai
                                    schedule of one tenant); see below
 AUDIT_LOG                 None     dotted path of the project's audit function; without
                                    it, operator actions leave django_jobs AuditRecords
+COMMANDS                  ()       dotted paths of the modules (or single callables)
+                                   that are the project's application commands: each
+                                   handler must call one of them or an approved port
+                                   (check W024), from the app that owns it (W026)
+APPROVED_PORTS            ()       dotted paths of the modules or callables that are
+                                   approved ports (a partner gateway, a mailer), which
+                                   a handler may call instead of a command
 REDACT_PATTERNS           ()       extra regular expressions whose matches are replaced by
                                    ``[redacted]`` in stored and logged job errors, on top
                                    of the defaults (URL credentials, password=/token=
@@ -84,6 +91,8 @@ class JobsSettings:
     PAUSED_SCHEDULES: tuple[str, ...] = ()
     AUDIT_LOG: str | None = None
     REDACT_PATTERNS: tuple[str, ...] = ()
+    COMMANDS: tuple[str, ...] = ()
+    APPROVED_PORTS: tuple[str, ...] = ()
 
     @property
     def paused_all(self) -> bool:
@@ -139,6 +148,8 @@ def get_settings() -> JobsSettings:
             f"DJANGO_JOBS['AUDIT_LOG'] must be the dotted path of a function, got {audit_log!r}"
         )
     redact = _redact_patterns(raw.pop("REDACT_PATTERNS", ()))
+    commands = _dotted_paths("COMMANDS", raw.pop("COMMANDS", ()))
+    ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -150,7 +161,14 @@ def get_settings() -> JobsSettings:
             )
         if key in _NOT_NEGATIVE and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
-    return JobsSettings(**raw, PAUSED_SCHEDULES=paused, AUDIT_LOG=audit_log, REDACT_PATTERNS=redact)
+    return JobsSettings(
+        **raw,
+        PAUSED_SCHEDULES=paused,
+        AUDIT_LOG=audit_log,
+        REDACT_PATTERNS=redact,
+        COMMANDS=commands,
+        APPROVED_PORTS=ports,
+    )
 
 
 def _paused_schedules(value: Any) -> tuple[str, ...]:
@@ -179,6 +197,25 @@ def _paused_schedules(value: Any) -> tuple[str, ...]:
                 f"DJANGO_JOBS['PAUSED_SCHEDULES']: {entry!r} is not a pattern: '*' stands "
                 "alone (every schedule) or as '<tenant>/*' (every schedule of a tenant); write "
                 "a bare key to pause it in every tenant"
+            )
+    return tuple(value)
+
+
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+
+def _dotted_paths(key: str, value: Any) -> tuple[str, ...]:
+    """Module or callable paths (``"billing.commands"``, ``"billing.commands.pay"``)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['{key}'] must be a list of dotted paths of modules or callables, "
+            f"got {value!r}"
+        )
+    for path in value:
+        if not isinstance(path, str) or not _DOTTED.match(path):
+            raise ConfigurationError(
+                f"DJANGO_JOBS['{key}']: {path!r} is not a dotted path such as "
+                "'billing.commands' or 'billing.commands.send_statements'"
             )
     return tuple(value)
 

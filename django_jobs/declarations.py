@@ -9,11 +9,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from .exceptions import ConfigurationError
+from .registry import Departure
 from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
 
@@ -53,6 +55,10 @@ class Declaration:
     timeout: timedelta = timedelta(minutes=15)
     decider: str = ""
     decide_by: dt.date | None = None
+    # Where it was declared (the module that called ``schedule()``), and a recorded departure
+    # from keeping schedules apart from behaviour (rule ``separation``): not part of the record.
+    module: str = field(default="", compare=False)
+    departure: Departure | None = field(default=None, compare=False)
 
     @property
     def label(self) -> str:
@@ -241,6 +247,7 @@ def schedule(
     decider: str = "",
     decide_by: dt.date | None = None,
     register: bool = True,
+    departure: Departure | None = None,
 ) -> Declaration:
     """Declare a schedule record; see docs/schedules.md for every field and its default.
 
@@ -270,8 +277,21 @@ def schedule(
         timeout=timeout,
         decider=decider,
         decide_by=decide_by,
+        module=sys._getframe(1).f_globals.get("__name__", ""),
+        departure=departure,
     )
     problems = _problems(declaration)
+    if departure is not None and (
+        not isinstance(departure, Departure) or departure.rule != "separation"
+    ):
+        problems.insert(
+            0,
+            (
+                "departure",
+                "a schedule records a Departure(..., rule='separation') from being declared "
+                f"in a schedules module, got {departure!r}",
+            ),
+        )
     if not problems:
         try:
             timing.validate()

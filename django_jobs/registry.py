@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -21,32 +21,55 @@ Handler = Callable[["Run"], object]
 H = TypeVar("H", bound=Handler)
 
 
+# The conventions a departure may be recorded from, and what each departure means.
+RULES = {
+    "handler": "dispatching a command or approved port and nothing else (W020, W024)",
+    "placement": "living in the app that owns its command (W026)",
+    "scope": "resolving its dependencies in its run's execution scope",
+    "separation": "being declared apart from behaviour, in a schedules module (W027)",
+}
+JOB_RULES = ("handler", "placement", "scope")
+
+
 @dataclass(frozen=True)
 class Departure:
-    """A recorded departure from the specification's rules for job handlers (its Exception
-    record): why this handler writes storage, calls HTTP or reads local time itself, and when
-    the decision is reviewed. The system check reports it instead of warning, until
-    ``review_by`` passes."""
+    """A recorded departure from one of the specification's rules or conventions (its
+    Exception record): which ``rule`` (see ``RULES``; ``handler`` by default), why, and when
+    the decision is reviewed. The system checks report it (info) instead of warning, until
+    ``review_by`` passes (then warning W022); ``manage.py jobs departures`` lists them all."""
 
     reason: str
     review_by: dt.date
+    rule: str = "handler"
 
     def __post_init__(self) -> None:
         if not isinstance(self.reason, str) or not self.reason.strip():
             raise ConfigurationError("Departure.reason: say why the handler departs")
         if not isinstance(self.review_by, dt.date):
             raise ConfigurationError("Departure.review_by: a date on which it is reviewed")
+        if self.rule not in RULES:
+            raise ConfigurationError(
+                f"Departure.rule: one of {', '.join(RULES)}, got {self.rule!r}"
+            )
 
 
 @dataclass(frozen=True)
 class JobHandler:
     name: str
     func: Handler
-    departure: Departure | None = None
+    departures: tuple[Departure, ...] = ()
 
     @property
     def module(self) -> str:
         return getattr(self.func, "__module__", "?")
+
+    @property
+    def departure(self) -> Departure | None:
+        """The departure from the handler rules (W020/W024), if one is recorded."""
+        return self.departure_from("handler")
+
+    def departure_from(self, rule: str) -> Departure | None:
+        return next((d for d in self.departures if d.rule == rule), None)
 
 
 class Registry:
@@ -56,7 +79,11 @@ class Registry:
         self._handlers: dict[str, JobHandler] = {}
 
     def register(
-        self, name: str, func: Handler, *, departure: Departure | None = None
+        self,
+        name: str,
+        func: Handler,
+        *,
+        departure: Departure | Sequence[Departure] | None = None,
     ) -> JobHandler:
         if not name or name != name.strip():
             raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
@@ -75,7 +102,7 @@ class Registry:
                 f"job {name!r} is registered twice: in {existing.module} and in "
                 f"{getattr(func, '__module__', '?')}; give one of them another name"
             )
-        handler = JobHandler(name=name, func=func, departure=departure)
+        handler = JobHandler(name=name, func=func, departures=_departures(name, departure))
         self._handlers[name] = handler
         return handler
 
@@ -101,10 +128,29 @@ class Registry:
 registry = Registry()
 
 
-def job(name: str, *, departure: Departure | None = None) -> Callable[[H], H]:
+def _departures(name: str, given: Departure | Sequence[Departure] | None) -> tuple[Departure, ...]:
+    departures = (given,) if isinstance(given, Departure) else tuple(given or ())
+    for departure in departures:
+        if not isinstance(departure, Departure):
+            raise ConfigurationError(f"job {name!r}: departure: a Departure, got {departure!r}")
+        if departure.rule not in JOB_RULES:
+            raise ConfigurationError(
+                f"job {name!r}: a departure from {departure.rule!r} is recorded on its "
+                f"schedule, not its handler; a job departs from {', '.join(JOB_RULES)}"
+            )
+    rules = [d.rule for d in departures]
+    if len(set(rules)) != len(rules):
+        raise ConfigurationError(f"job {name!r}: one departure per rule, got {rules}")
+    return departures
+
+
+def job(
+    name: str, *, departure: Departure | Sequence[Departure] | None = None
+) -> Callable[[H], H]:
     """Register the decorated function as the handler of the job called ``name``.
 
-    A handler dispatches an application command; ``departure`` records why one does not.
+    A handler dispatches an application command or approved port, and lives in the app that
+    owns it; ``departure`` (one, or one per rule) records why one does not.
     """
 
     def decorate(func: H) -> H:

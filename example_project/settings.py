@@ -84,6 +84,8 @@ STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 DJANGO_JOBS = {
+    # The billing app's application commands: what its job handlers dispatch.
+    "COMMANDS": ["example_project.billing.statements"],
     "LEASE_SECONDS": env.float("JOBS_LEASE_SECONDS", default=30),
     "SHUTDOWN_GRACE_SECONDS": env.float("JOBS_SHUTDOWN_GRACE_SECONDS", default=30),
 }

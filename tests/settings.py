@@ -64,4 +64,7 @@ ROOT_URLCONF = "tests.urls"
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-DJANGO_JOBS: dict[str, float] = {}
+# The application commands the test handlers dispatch (checks W024/W026).
+DJANGO_JOBS: dict[str, object] = {
+    "COMMANDS": ["example_project.billing.statements", "tests.workerapp.effects"],
+}

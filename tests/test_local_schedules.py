@@ -117,7 +117,7 @@ def test_a_record_without_a_reason_is_a_warning_so_migrate_is_not_blocked() -> N
 
 
 def test_a_run_time_local_schedule_without_its_choices_is_refused() -> None:
-    root = User.objects.create_superuser("root")
+    User.objects.create_superuser("root")
     bare = declaration(timing=cron("0 9 * * *", zone="America/New_York"))
     with pytest.raises(
         InvalidSchedule, match=r"'billing.nightly': timing.reason: .*skipped=.*repeated="
@@ -127,7 +127,7 @@ def test_a_run_time_local_schedule_without_its_choices_is_refused() -> None:
 
 
 def test_the_reason_is_on_the_record_in_inspect_and_in_the_runbooks() -> None:
-    root = User.objects.create_superuser("root")
+    User.objects.create_superuser("root")
     timing = cron(
         "0 9 * * *", zone="America/New_York", skipped="skip", repeated="both", reason=REASON
     )

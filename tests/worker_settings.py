@@ -16,6 +16,7 @@ from .settings import INSTALLED_APPS
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "example_project.billing"]
 
 DJANGO_JOBS = {
+    "COMMANDS": ["tests.workerapp.effects", "tests.workerapp.probes"],
     "LEASE_SECONDS": float(os.environ.get("JOBS_LEASE_SECONDS", "2")),
     "SHUTDOWN_GRACE_SECONDS": float(os.environ.get("JOBS_SHUTDOWN_GRACE_SECONDS", "5")),
     "TIMEOUT_GRACE_SECONDS": float(os.environ.get("JOBS_TIMEOUT_GRACE_SECONDS", "1")),

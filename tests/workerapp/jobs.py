@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import time
@@ -11,9 +12,16 @@ from pathlib import Path
 from asgiref.sync import sync_to_async
 
 from django_jobs import PermanentFailure, Run, job
+from django_jobs.registry import Departure
 
 from . import effects, probes
 
+# Handlers that fail, hang, crash or probe the worker on purpose dispatch no command: their
+# exception record (check I029 lists them).
+HARNESS = Departure(
+    reason="a test-harness handler that misbehaves or probes the worker on purpose",
+    review_by=dt.date(2027, 12, 31),
+)
 
 def _signal_dir() -> Path:
     return Path(os.environ.get("JOBS_TEST_SIGNALS", "/nonexistent"))
@@ -48,26 +56,26 @@ def first_attempt_hangs(run: Run) -> None:
         effects.record(run.occurrence_key, token=run.fencing_token)
 
 
-@job("proc.cooperative")
+@job("proc.cooperative", departure=HARNESS)
 def cooperative(run: Run) -> None:
     """Works until cancelled (shutdown or timeout), checking cancellation as it goes."""
     _touch(f"started-{run.occurrence_key}")
     _wait_for("never", run, limit=600)
 
 
-@job("proc.stubborn")
+@job("proc.stubborn", departure=HARNESS)
 def stubborn(run: Run) -> None:
     """Ignores cancellation entirely."""
     _touch(f"started-{run.occurrence_key}")
     _wait_for("never", None, limit=600)
 
 
-@job("proc.fails")
+@job("proc.fails", departure=HARNESS)
 def fails(run: Run) -> None:
     raise RuntimeError(f"attempt {run.attempt} failed")
 
 
-@job("proc.refuses")
+@job("proc.refuses", departure=HARNESS)
 def refuses(run: Run) -> None:
     raise PermanentFailure("cannot ever work")
 
@@ -84,13 +92,13 @@ async def async_effect(run: Run) -> None:
     await sync_to_async(_record_effect)(run)
 
 
-@job("proc.async_fails")
+@job("proc.async_fails", departure=HARNESS)
 async def async_fails(run: Run) -> None:
     await asyncio.sleep(0)
     raise RuntimeError(f"async attempt {run.attempt} failed")
 
 
-@job("proc.async_sleeps")
+@job("proc.async_sleeps", departure=HARNESS)
 async def async_sleeps(run: Run) -> None:
     """Awaits forever; notes (a signal file) that the worker's cancellation reached it."""
     _touch(f"started-{run.occurrence_key}")
@@ -106,14 +114,14 @@ def _append(name: str, line: str) -> None:
         file.write(f"{line}\n")
 
 
-@job("proc.crasher")
+@job("proc.crasher", departure=HARNESS)
 def crasher(run: Run) -> None:
     """Takes its whole process down mid-run, as a segfault or the OOM killer would."""
     _touch(f"crash-{run.occurrence_key}-{run.attempt}")
     os._exit(1)
 
 
-@job("proc.stubborn_beat")
+@job("proc.stubborn_beat", departure=HARNESS)
 def stubborn_beat(run: Run) -> None:
     """Notes ``<replica> <monotonic time>`` in ``beats`` every 0.2 s and never looks at
     cancellation: a beat after its lease was lost is work done beside the new owner.
@@ -138,14 +146,14 @@ def outage_reader(run: Run) -> None:
         effects.record(run.occurrence_key, token=run.fencing_token)
 
 
-@job("proc.leaker")
+@job("proc.leaker", departure=HARNESS)
 def leaker(run: Run) -> None:
     """Leaves session state on its connection (and, given JOBS_TEST_LEAK_ROLE, a role)."""
     probes.leak_session_state(os.environ.get("JOBS_TEST_LEAK_ROLE"))
     _append("sequence", f"leaker {run.occurrence_key}")
 
 
-@job("proc.leak_reader")
+@job("proc.leak_reader", departure=HARNESS)
 def leak_reader(run: Run) -> None:
     """Notes in ``seen-<occurrence>.json`` the session state its connection carries."""
     seen = probes.session_state()
@@ -153,14 +161,14 @@ def leak_reader(run: Run) -> None:
     _append("sequence", f"reader {run.occurrence_key}")
 
 
-@job("proc.async_blocks")
+@job("proc.async_blocks", departure=HARNESS)
 async def async_blocks(run: Run) -> None:
     """Blocks its event loop (a sync wait inside the coroutine): its task cannot be cancelled."""
     _touch(f"started-{run.occurrence_key}")
     _wait_for("never", None, limit=600)
 
 
-@job("proc.stepped")
+@job("proc.stepped", departure=HARNESS)
 def stepped(run: Run) -> None:
     """An outside effect through ``run.once`` (a ``Step`` row per occurrence), like the
     example project's accountant digest."""

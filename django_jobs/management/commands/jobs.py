@@ -16,12 +16,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ... import permissions, runbooks, services
+from ... import conventions, permissions, runbooks, services
 from ...clock import SystemClock
 from ...conf import get_settings
 from ...declarations import declared
 from ...exceptions import JobsError
 from ...models import Occurrence, Schedule
+from ...registry import registry
 from ...scheduling.timings import is_utc
 
 ACTED = {
@@ -93,7 +94,7 @@ def _local_time(schedule: Schedule) -> dict[str, str]:
 class Command(BaseCommand):
     help = (
         "Operate scheduled jobs: list, inspect, replay, disable, enable, run-now, purge, "
-        "runbooks, sync, health."
+        "handlers, departures, runbooks, sync, health."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -143,6 +144,24 @@ class Command(BaseCommand):
         operator("enable", "Let replicas claim a schedule again.", reason=True)
         operator("run-now", "Plan an extra occurrence at the current instant.", reason=True)
         operator("purge", "Delete finished occurrences beyond the retention Limit.")
+        departures = sub.add_parser(
+            "departures",
+            help="List every recorded departure (Exception record) of jobs and schedules.",
+            description=(
+                "Each Departure(reason=, review_by=, rule=) recorded on a @job or a schedule(): "
+                "the rule it departs from, why, and its review date; past-due ones first."
+            ),
+        )
+        departures.add_argument("--json", action="store_true", help="print JSON for scripts")
+        handlers = sub.add_parser(
+            "handlers",
+            help="List each job handler, its app, and the commands and ports it dispatches.",
+            description=(
+                "What checks W024 and W026 read: each handler's application commands and "
+                "approved ports (DJANGO_JOBS COMMANDS and APPROVED_PORTS) and its app."
+            ),
+        )
+        handlers.add_argument("--json", action="store_true", help="print JSON for scripts")
         books = sub.add_parser("runbooks", help="Export each schedule's runbooks as markdown.")
         books.add_argument("--key", default=None)
         books.add_argument("--tenant", default=None)
@@ -394,6 +413,66 @@ class Command(BaseCommand):
             {"schedule": str(schedule), "deleted": deleted},
             f"purged {deleted} finished occurrence(s) of {schedule}",
         )
+
+    def _handlers(self, options: dict[str, Any]) -> None:
+        settings = get_settings()
+        rows: list[dict[str, Any]] = []
+        for handler in registry.all():
+            report = conventions.report(handler.func, settings)
+            rows.append(
+                {
+                    "job": handler.name,
+                    "module": handler.module,
+                    "app": report.app,
+                    "dispatches": [
+                        {"path": d.path, "kind": d.kind, "app": d.app} for d in report.dispatches
+                    ],
+                    "departures": [d.rule for d in handler.departures],
+                }
+            )
+        text = "\n".join(
+            f"{r['job']} ({r['module']}, app {r['app'] or '-'}): "
+            + (
+                ", ".join(f"{d['kind']} {d['path']}" for d in r["dispatches"])
+                or "dispatches no command or port"
+            )
+            + (f" [departs from: {', '.join(r['departures'])}]" if r["departures"] else "")
+            for r in rows
+        )
+        self._emit(options, rows, text or "no job handlers registered")
+
+    def _departures(self, options: dict[str, Any]) -> None:
+        today = SystemClock().now().date()
+        rows = [
+            {
+                "subject": f"job {handler.name}",
+                "where": handler.module,
+                "rule": departure.rule,
+                "reason": departure.reason,
+                "review_by": departure.review_by.isoformat(),
+                "due": departure.review_by < today,
+            }
+            for handler in registry.all()
+            for departure in handler.departures
+        ] + [
+            {
+                "subject": f"schedule {declaration.label}",
+                "where": declaration.module,
+                "rule": declaration.departure.rule,
+                "reason": declaration.departure.reason,
+                "review_by": declaration.departure.review_by.isoformat(),
+                "due": declaration.departure.review_by < today,
+            }
+            for declaration in declared.all()
+            if declaration.departure is not None
+        ]
+        rows.sort(key=lambda r: (not r["due"], r["review_by"], r["subject"]))
+        text = "\n".join(
+            f"{'REVIEW DUE ' if r['due'] else ''}{r['subject']} ({r['where']}): departs from "
+            f"{r['rule']} until {r['review_by']}: {r['reason']}"
+            for r in rows
+        )
+        self._emit(options, rows, text or "no departures recorded")
 
     def _runbooks(self, options: dict[str, Any]) -> None:
         rows = Schedule.objects.exclude(status="retired").order_by("tenant", "key")

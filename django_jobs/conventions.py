@@ -1,0 +1,191 @@
+"""What a handler dispatches, and where it lives: the specification's dispatch rule and its
+placement convention, read from the handler's source.
+
+A handler dispatches an Application Command or an approved port. The project names them in
+``DJANGO_JOBS["COMMANDS"]`` and ``DJANGO_JOBS["APPROVED_PORTS"]`` (modules or callables); a
+call in the handler (or in a function of its own module that it calls, one level deep) whose
+target resolves to one of them is a dispatch. A handler lives in the app that owns a command
+it dispatches.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import sys
+import textwrap
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+
+from .conf import JobsSettings
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """One call of a command or approved port: its dotted path and which kind it is."""
+
+    path: str
+    kind: str  # "command" or "port"
+    app: str  # label of the app whose module holds it ("" outside any app)
+
+
+@dataclass
+class HandlerReport:
+    """What a handler dispatches and where it lives."""
+
+    app: str  # label of the handler's app ("" outside any app)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    readable: bool = True
+
+    @property
+    def commands(self) -> list[Dispatch]:
+        return [d for d in self.dispatches if d.kind == "command"]
+
+    @property
+    def misplaced(self) -> bool:
+        """It dispatches commands, none of them from its own app."""
+        return bool(self.commands) and all(d.app != self.app for d in self.commands)
+
+
+def app_label(module: str) -> str:
+    config = apps.get_containing_app_config(module)
+    return config.label if config is not None else ""
+
+
+def _function_node(func: Any) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    node = tree.body[0] if tree.body else None
+    return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
+
+
+def _units(func: Any) -> Iterator[tuple[ast.AST, dict[str, Any]]]:
+    """The handler's body and those of same-module functions it names (calls, or hands on to
+    be called), one level deep, each with the namespace its names resolve in."""
+    node = _function_node(func)
+    if node is None:
+        return
+    namespace = dict(getattr(func, "__globals__", {}))
+    yield node, namespace
+    module = sys.modules.get(getattr(func, "__module__", ""))
+    seen = {func}
+    for name in ast.walk(node):
+        # Called (``_pay()``) or handed on to be called (``sync_to_async(_pay)``).
+        if not isinstance(name, ast.Name):
+            continue
+        helper = namespace.get(name.id)
+        if (
+            isinstance(helper, types.FunctionType)
+            and helper not in seen
+            and module is not None
+            and helper.__module__ == module.__name__
+        ):
+            seen.add(helper)
+            helper_node = _function_node(helper)
+            if helper_node is not None:
+                yield helper_node, dict(helper.__globals__)
+
+
+def _local_imports(node: ast.AST) -> dict[str, str]:
+    """Names bound by imports inside a function body: name -> dotted path."""
+    bound: dict[str, str] = {}
+    for item in ast.walk(node):
+        if isinstance(item, ast.Import):
+            for alias in item.names:
+                if alias.asname:
+                    bound[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".")[0]
+                    bound[top] = top
+        elif isinstance(item, ast.ImportFrom) and item.module and not item.level:
+            for alias in item.names:
+                bound[alias.asname or alias.name] = f"{item.module}.{alias.name}"
+    return bound
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return parts[::-1]
+
+
+def _import(path: str) -> Any:
+    """The object at dotted ``path`` if its module is already imported, else None."""
+    module_path, _, attr = path.rpartition(".")
+    if path in sys.modules:
+        return sys.modules[path]
+    owner = sys.modules.get(module_path)
+    return getattr(owner, attr, None) if owner is not None else None
+
+
+def _path_of(target: Any) -> str | None:
+    if isinstance(target, types.ModuleType):
+        return target.__name__
+    module, qualname = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}.{qualname}"
+    return None
+
+
+def _resolve(parts: list[str], namespace: dict[str, Any], local: dict[str, str]) -> str | None:
+    """The dotted path of what a call names (``statements.send_for`` -> the function's path),
+    following attributes from a module-level or locally imported name."""
+    root, rest = parts[0], parts[1:]
+    if root in local:
+        target = _import(local[root])
+        if target is None:  # a module not imported yet: its path is enough
+            return ".".join([local[root], *rest])
+    elif root in namespace:
+        target = namespace[root]
+    else:
+        return None  # a parameter (``run``), a local variable, a builtin
+    for n, name in enumerate(rest):
+        if isinstance(target, types.ModuleType) and not hasattr(target, name):
+            return ".".join([target.__name__, *rest[n:]])  # a submodule not imported yet
+        target = getattr(target, name, None)
+        if target is None:
+            return None
+    return _path_of(target)
+
+
+def _kind(path: str, settings: JobsSettings) -> str | None:
+    for kind, listed in (("command", settings.COMMANDS), ("port", settings.APPROVED_PORTS)):
+        if any(path == entry or path.startswith(entry + ".") for entry in listed):
+            return kind
+    return None
+
+
+def report(func: Any, settings: JobsSettings) -> HandlerReport:
+    """What ``func`` dispatches (in call order, each once) and the app it lives in."""
+    result = HandlerReport(app=app_label(getattr(func, "__module__", "")))
+    seen: set[str] = set()
+    units = list(_units(func))
+    if not units:
+        result.readable = False
+        return result
+    for node, namespace in units:
+        local = _local_imports(node)
+        calls = sorted(
+            (n for n in ast.walk(node) if isinstance(n, ast.Call)),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
+        for call in calls:
+            parts = _dotted(call.func)
+            path = _resolve(parts, namespace, local) if parts else None
+            kind = _kind(path, settings) if path else None
+            if path and kind and path not in seen:
+                seen.add(path)
+                module = path if path in sys.modules else path.rpartition(".")[0]
+                result.dispatches.append(Dispatch(path, kind, app_label(module)))
+    return result
