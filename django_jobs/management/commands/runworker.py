@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from ...clock import Clock, SystemClock
 from ...declarations import declared
 from ...services import sync_schedules
 from ...worker.loop import Worker
@@ -34,9 +35,16 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenant", default=None, help="Only run occurrences of this tenant.")
 
+    def make_clock(self) -> Clock:
+        """The worker's clock: the host's UTC clock, aligned with the database's at start-up
+        (docs/architecture.md, "Clocks and skew"). Tests override it to drive a real worker's
+        time."""
+        return SystemClock()
+
     def handle(self, *args: Any, **options: Any) -> None:
         worker = Worker(
             replica_id=options["replica_id"],
+            clock=self.make_clock(),
             tenant=options["tenant"],
             concurrency=options["concurrency"],
         )
