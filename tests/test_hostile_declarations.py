@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_jobs import InvalidSchedule, Retry, after, at, cron, every, schedule
+from django_jobs.declarations import local_time_gaps
 from django_jobs.models import AuditRecord, Limit, Schedule
 from django_jobs.scheduling import timings
 from django_jobs.services import upsert_schedule
@@ -35,6 +36,7 @@ FIELDS = {
     "timing.zone",
     "timing.skipped",
     "timing.repeated",
+    "timing.reason",
     "timing.interval",
     "timing.anchor",
     "timing.at",
@@ -172,6 +174,14 @@ def check(key: Any, **fields: Any) -> None:
     refused: InvalidSchedule | None = None
     try:
         d = declare(key, **fields)
+        # What a check refuses in a declaration (a local zone without its reason or DST
+        # choices), the run-time service refuses before writing anything.
+        gaps = local_time_gaps(d.timing)
+        if gaps:
+            with pytest.raises(InvalidSchedule) as raised:
+                upsert_schedule(d, actor="hypothesis", reason="fuzz", now=T0)
+            refused = raised.value
+            assert refused.field == gaps[0][0]
     except InvalidSchedule as exc:
         refused = exc
     if refused is not None:
