@@ -3,8 +3,6 @@ what to do."""
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
@@ -279,13 +277,10 @@ def check_schedule_records(
 
 
 def _handler_findings(func: Any) -> list[str] | None:
-    """What a handler's own source does that the specification forbids; None if unreadable."""
-    try:
-        source = textwrap.dedent(inspect.getsource(func))
-    except (OSError, TypeError):
-        return None
-    rules = (source_rules.storage_writes, source_rules.http_calls, source_rules.local_time_reads)
-    return [str(f) for rule in rules for f in rule(source)]
+    """What a handler (and the same-module helpers it calls) does that the specification
+    forbids a job to do itself; None if its source cannot be read."""
+    found = source_rules.handler_findings(func)
+    return None if found is None else [str(f) for f in found]
 
 
 @register()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
-import textwrap
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 
 from django.apps import apps
 
+from . import source_rules
 from .conf import JobsSettings
 
 
@@ -56,40 +56,16 @@ def app_label(module: str) -> str:
     return config.label if config is not None else ""
 
 
-def _function_node(func: Any) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
-        return None
-    node = tree.body[0] if tree.body else None
-    return node if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) else None
-
-
 def _units(func: Any) -> Iterator[tuple[ast.AST, dict[str, Any]]]:
-    """The handler's body and those of same-module functions it names (calls, or hands on to
-    be called), one level deep, each with the namespace its names resolve in."""
-    node = _function_node(func)
-    if node is None:
+    """The handler's body and those of the same-module functions it calls or hands on (one
+    level, as the source rules read them), with the namespace their names resolve in."""
+    code = source_rules.handler_code(func)
+    if code is None:
         return
-    namespace = dict(getattr(func, "__globals__", {}))
-    yield node, namespace
-    module = sys.modules.get(getattr(func, "__module__", ""))
-    seen = {func}
-    for name in ast.walk(node):
-        # Called (``_pay()``) or handed on to be called (``sync_to_async(_pay)``).
-        if not isinstance(name, ast.Name):
-            continue
-        helper = namespace.get(name.id)
-        if (
-            isinstance(helper, types.FunctionType)
-            and helper not in seen
-            and module is not None
-            and helper.__module__ == module.__name__
-        ):
-            seen.add(helper)
-            helper_node = _function_node(helper)
-            if helper_node is not None:
-                yield helper_node, dict(helper.__globals__)
+    namespace = dict(getattr(inspect.unwrap(func), "__globals__", {}))
+    yield code.tree, namespace
+    for helper in code.helpers:
+        yield helper, namespace
 
 
 def _local_imports(node: ast.AST) -> dict[str, str]:

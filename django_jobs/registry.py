@@ -144,9 +144,7 @@ def _departures(name: str, given: Departure | Sequence[Departure] | None) -> tup
     return departures
 
 
-def job(
-    name: str, *, departure: Departure | Sequence[Departure] | None = None
-) -> Callable[[H], H]:
+def job(name: str, *, departure: Departure | Sequence[Departure] | None = None) -> Callable[[H], H]:
     """Register the decorated function as the handler of the job called ``name``.
 
     A handler dispatches an application command or approved port, and lives in the app that

@@ -25,6 +25,13 @@ from .models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
 
 REPLICA = os.environ.get("CHAOS_REPLICA", "")
 
+# The campaign's handlers record their effects themselves (the invariants read those rows):
+# their Exception record.
+CAMPAIGN = Departure(
+    reason="a fault-campaign handler: it records its own effects for the invariants to read",
+    review_by=dt.date(2027, 12, 31),
+)
+
 
 def _commit_effect(run: Run, schedule: str) -> None:
     with run.atomic():
@@ -57,24 +64,24 @@ def _deliver(idempotency_key: str) -> None:
         OutsideEffect.objects.filter(pk=applied.pk).update(deliveries=F("deliveries") + 1)
 
 
-@job("chaos.effect")
+@job("chaos.effect", departure=CAMPAIGN)
 def effect(run: Run) -> None:
     _commit_effect(run, "effect")
 
 
-@job("chaos.outside")
+@job("chaos.outside", departure=CAMPAIGN)
 def outside(run: Run) -> None:
     run.once("notify-partner", lambda: _deliver(f"{run.occurrence_key}:notify-partner"))
     _commit_effect(run, "outside")
 
 
-@job("chaos.long")
+@job("chaos.long", departure=CAMPAIGN)
 def long(run: Run) -> None:
     _work(run, _spread(run, 2.0, 8.0))
     _commit_effect(run, "long")
 
 
-@job("chaos.flaky")
+@job("chaos.flaky", departure=CAMPAIGN)
 def flaky(run: Run) -> None:
     """Fails its first 0, 1 or 2 attempts (by occurrence), then succeeds."""
     if run.attempt <= zlib.crc32(run.occurrence_key.encode()) % 3:
@@ -82,7 +89,7 @@ def flaky(run: Run) -> None:
     _commit_effect(run, "flaky")
 
 
-@job("chaos.doomed")
+@job("chaos.doomed", departure=CAMPAIGN)
 def doomed(run: Run) -> None:
     raise RuntimeError(f"doomed: attempt {run.attempt} always fails")
 
@@ -106,7 +113,7 @@ def _sign(run: Run, job_name: str) -> None:
     )
 
 
-@job("chaos.crasher")
+@job("chaos.crasher", departure=CAMPAIGN)
 def crasher(run: Run) -> None:
     """Kills its replica on every attempt, after a sign that it started: a crash loop that the
     worker must end by dead-lettering the occurrence once ``max_attempts`` runs are lost."""
@@ -114,7 +121,7 @@ def crasher(run: Run) -> None:
     os._exit(1)
 
 
-@job("chaos.stubborn")
+@job("chaos.stubborn", departure=CAMPAIGN)
 def stubborn(run: Run) -> None:
     """Works 4-8 s without ever looking at ``run.cancelled``, leaving a sign of life every
     0.2 s, then commits its effect.
@@ -129,7 +136,7 @@ def stubborn(run: Run) -> None:
     _commit_effect(run, "stubborn")
 
 
-@job("chaos.reader")
+@job("chaos.reader", departure=CAMPAIGN)
 def reader(run: Run) -> None:
     """Reads the database every 0.1 s for 3-6 s, then commits its effect. A PostgreSQL
     restart or a severed connection makes a read raise a connection error mid-run: an
@@ -189,7 +196,7 @@ def leaker(run: Run) -> None:
     _commit_effect(run, "leaker")
 
 
-@job("chaos.snooper")
+@job("chaos.snooper", departure=CAMPAIGN)
 def snooper(run: Run) -> None:
     """Records what it finds in its session (a run after a leaker's, on the same connection,
     would find the leak), then commits its effect."""
@@ -197,7 +204,7 @@ def snooper(run: Run) -> None:
     _commit_effect(run, "snooper")
 
 
-@job("chaos.coroutine")
+@job("chaos.coroutine", departure=CAMPAIGN)
 async def coroutine(run: Run) -> None:
     """A coroutine handler: awaited by the worker; its effect goes through ``run.atomic()``
     in the run's thread (``sync_to_async``), like any Django ORM code called from async."""
