@@ -23,6 +23,7 @@ HARNESS = Departure(
     review_by=dt.date(2027, 12, 31),
 )
 
+
 def _signal_dir() -> Path:
     return Path(os.environ.get("JOBS_TEST_SIGNALS", "/nonexistent"))
 
