@@ -58,3 +58,19 @@ def cluster() -> Cluster:
     cluster = Cluster()
     cluster.migrate()
     return cluster
+
+
+@pytest.fixture
+def registered() -> Iterator[Callable[..., None]]:
+    """Register job handlers for one test (``registered(name, func, departure=...)``)."""
+    from django_jobs.registry import registry
+
+    names: list[str] = []
+
+    def register(name: str, func: Any, **kwargs: Any) -> None:
+        registry.register(name, func, **kwargs)
+        names.append(name)
+
+    yield register
+    for name in names:
+        registry.unregister(name)

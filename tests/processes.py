@@ -47,7 +47,9 @@ class Replica:
         concurrency: int = 1,
         env: dict[str, str] | None = None,
         once: bool = False,
+        command: str = "runworker",
     ) -> None:
+        """``command`` is ``runworker`` or a test command built on it (``runworker_fileclock``)."""
         self.name = name
         self.log_path = workdir / f"{name}.log"
         environment = {
@@ -66,7 +68,7 @@ class Replica:
                 "-W",
                 "ignore",
                 str(ROOT / "manage.py"),
-                "runworker",
+                command,
                 "--replica-id",
                 name,
                 "--concurrency",

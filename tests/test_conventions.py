@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 from io import StringIO
 from typing import Any
@@ -54,19 +53,6 @@ def imports_its_command_inside(run):
 
 def calls_the_port(run):
     partner_gateway(run.occurrence_key)
-
-
-@pytest.fixture
-def registered() -> Iterator:
-    names: list[str] = []
-
-    def register(name, func, **kwargs):
-        registry.register(name, func, **kwargs)
-        names.append(name)
-
-    yield register
-    for name in names:
-        registry.unregister(name)
 
 
 def ours(*ids: str) -> list[tuple[str | None, str]]:
@@ -161,22 +147,25 @@ def test_without_commands_named_the_check_says_it_cannot_tell(registered) -> Non
     assert ours("django_jobs.W024") == []
 
 
+# A complete declaration but for its key.
+FIELDS: dict[str, Any] = dict(
+    job="billing.heartbeat",
+    timing=every(timedelta(minutes=5)),
+    operating_owner="team",
+    record_owner="ops@example.com",
+    status="active",
+    retention=timedelta(days=1),
+)
+
+
 def test_a_schedule_declared_outside_a_schedules_module_is_warned(monkeypatch) -> None:
     monkeypatch.setattr(declared, "_items", {})
-    fields: dict[str, Any] = dict(
-        job="billing.heartbeat",
-        timing=every(timedelta(minutes=5)),
-        operating_owner="team",
-        record_owner="ops@example.com",
-        status="active",
-        retention=timedelta(days=1),
-    )
-    schedule("tests.conv.beside", **fields)
+    schedule("tests.conv.beside", **FIELDS)
     ((ident, msg),) = [(m.id, m.msg) for m in check_conventions() if "beside" in m.msg]
     assert ident == "django_jobs.W027"
     assert msg.startswith("Schedule 'tests.conv.beside' is declared in tests.test_conventions,")
     separation = Departure(reason="a one-file app", review_by=LATER, rule="separation")
-    schedule("tests.conv.apart", departure=separation, **fields)
+    schedule("tests.conv.apart", departure=separation, **FIELDS)
     ((ident, msg),) = [(m.id, m.msg) for m in check_conventions() if "apart" in m.msg]
     assert ident == "django_jobs.I029"
     assert "being declared apart from behaviour" in msg
@@ -194,12 +183,7 @@ def test_departures_name_a_known_rule_in_the_right_place() -> None:
     with pytest.raises(InvalidSchedule, match="departure: a schedule records a Departure"):
         schedule(
             "tests.conv.wrong",
-            job="billing.heartbeat",
-            timing=every(timedelta(minutes=5)),
-            operating_owner="team",
-            record_owner="ops@example.com",
-            status="active",
-            retention=timedelta(days=1),
+            **FIELDS,
             register=False,
             departure=Departure(reason="x", review_by=LATER),
         )

@@ -20,10 +20,7 @@ this test as well as tests/scheduling/.
 from __future__ import annotations
 
 import functools
-import os
 import signal
-import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,7 +34,7 @@ from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .factories import ScheduleFactory
-from .processes import ROOT, database_url
+from .processes import Replica
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,39 +68,15 @@ AUTUMN_TIMING = cron("30 1 * * *", zone=NEW_YORK, skipped="shift", repeated="bot
 UNFINISHED = (OccurrenceState.SCHEDULED, OccurrenceState.PROCESSING, OccurrenceState.FAILED)
 
 
-class ClockedReplica:
+class ClockedReplica(Replica):
     """One ``runworker_fileclock`` process (a real worker), its clock a file the test writes."""
 
     def __init__(self, name: str, workdir: Path, start: datetime) -> None:
-        self.name = name
         self.clock_path = workdir / "clock"
-        self.log_path = workdir / f"{name}.log"
         write_instant(self.clock_path, start)
         self.now = start
-        environment = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
-            "DATABASE_URL": database_url(),
-            "JOBS_TEST_REPLICA": name,
-            "PYTHONUNBUFFERED": "1",
-            CLOCK_FILE: str(self.clock_path),
-        }
-        self._log = self.log_path.open("w")
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-W",
-                "ignore",
-                str(ROOT / "manage.py"),
-                "runworker_fileclock",
-                "--replica-id",
-                name,
-            ],
-            cwd=ROOT,
-            env=environment,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
+        env = {CLOCK_FILE: str(self.clock_path)}
+        super().__init__(name, workdir, env=env, command="runworker_fileclock")
 
     def set_clock(self, instant: datetime) -> None:
         assert instant >= self.now, "the test's clock only moves forward"
@@ -114,20 +87,10 @@ class ClockedReplica:
         return self.log_path.read_text()[-3000:]
 
     def check_alive(self) -> None:
-        if self.process.poll() is not None:
+        if not self.alive:
             raise AssertionError(
                 f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}"
             )
-
-    def terminate(self) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=30)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=10)
-        self._log.close()
 
 
 def dst_schedule(key: str, timing: Cron, created_at: datetime) -> Schedule:
@@ -257,9 +220,10 @@ def test_a_real_worker_runs_each_dst_instant_exactly_as_the_rules_say(tmp_path: 
             runs=AUTUMN_RUNS,
             after=AUTUMN_AFTER,
         )
-        assert replica.terminate() == 0, replica.log_tail()
+        replica.signal(signal.SIGTERM)
+        assert replica.wait_exit(timeout=30) == 0, replica.log_tail()
     finally:
-        replica.kill()
+        replica.stop()
 
     assert_ran_exactly_once_each(spring, SPRING_RUNS, "dst")
     assert_ran_exactly_once_each(autumn, AUTUMN_RUNS, "dst")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
 
 import pytest
 
 from django_jobs.checks import check_job_handlers
-from django_jobs.registry import Departure, registry
+from django_jobs.registry import Departure
 from django_jobs.source_rules import http_calls, local_time_reads, storage_writes
 
 
@@ -42,19 +41,6 @@ async def writes_through_sync_to_async(run):
     await sync_to_async(Statement.objects.create)(
         idempotency_key=run.occurrence_key, for_date=run.scheduled_at
     )
-
-
-@pytest.fixture
-def registered() -> Iterator:
-    names: list[str] = []
-
-    def register(name, func, **kwargs):
-        registry.register(name, func, **kwargs)
-        names.append(name)
-
-    yield register
-    for name in names:
-        registry.unregister(name)
 
 
 def ours():
