@@ -68,23 +68,6 @@ def _units(func: Any) -> Iterator[tuple[ast.AST, dict[str, Any]]]:
         yield helper, namespace
 
 
-def _local_imports(node: ast.AST) -> dict[str, str]:
-    """Names bound by imports inside a function body: name -> dotted path."""
-    bound: dict[str, str] = {}
-    for item in ast.walk(node):
-        if isinstance(item, ast.Import):
-            for alias in item.names:
-                if alias.asname:
-                    bound[alias.asname] = alias.name
-                else:
-                    top = alias.name.split(".")[0]
-                    bound[top] = top
-        elif isinstance(item, ast.ImportFrom) and item.module and not item.level:
-            for alias in item.names:
-                bound[alias.asname or alias.name] = f"{item.module}.{alias.name}"
-    return bound
-
-
 def _dotted(node: ast.expr) -> list[str] | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -151,7 +134,7 @@ def report(func: Any, settings: JobsSettings) -> HandlerReport:
         result.readable = False
         return result
     for node, namespace in units:
-        local = _local_imports(node)
+        local = dict(source_rules.imports_in(list(ast.walk(node))))
         calls = sorted(
             (n for n in ast.walk(node) if isinstance(n, ast.Call)),
             key=lambda n: (n.lineno, n.col_offset),

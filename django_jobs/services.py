@@ -268,8 +268,8 @@ class HealthReport:
     host: str
     replicas: list[Replica]
     stale: list[str]
+    now: datetime
     retention: RetentionState | None = None  # the fleet's last automatic retention pass
-    now: datetime | None = None
 
     def retention_dict(self) -> dict[str, Any] | None:
         """The last retention pass: its rate, and its lag (how long since retention last
@@ -277,7 +277,7 @@ class HealthReport:
         r = self.retention
         if r is None:
             return None
-        now = self.now or r.finished_at
+        now = self.now
         lag = 0.0 if r.caught_up else (now - (r.caught_up_at or r.started_at)).total_seconds()
         return {
             "replica": r.replica,

@@ -286,7 +286,7 @@ def _bindings(nodes: list[ast.AST]) -> Iterator[tuple[str, ast.expr]]:
             yield node.optional_vars.id, node.context_expr
 
 
-def _imports(nodes: list[ast.AST]) -> Iterator[tuple[str, str]]:
+def imports_in(nodes: list[ast.AST]) -> Iterator[tuple[str, str]]:
     """Each imported local name with the dotted name it stands for."""
     for node in nodes:
         if isinstance(node, ast.Import):
@@ -305,7 +305,7 @@ def _names_in(nodes: list[ast.AST], outer: _Names) -> _Names:
     """``outer`` with the imports and bindings found among ``nodes`` added. A binding may rest
     on another (``qs = M.objects.all()``, then ``due = qs.filter(...)``): repeat until stable."""
     names = outer.copy()
-    names.imports.update(_imports(nodes))
+    names.imports.update(imports_in(nodes))
     bindings = [(name, _unawaited(value)) for name, value in _bindings(nodes)]
     kinds = (
         (names.querysets, _is_queryset),

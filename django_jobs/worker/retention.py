@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, connections, transaction
 
 from .. import store
 from ..clock import Clock
@@ -113,15 +113,24 @@ def _apply(*, clock: Clock, settings: JobsSettings) -> RetentionPass:
             break
         after = page[-1]
     keep = timedelta(seconds=settings.ONE_OFF_KEEP_SECONDS)
-    while removed := store.remove_retired_one_offs(
-        now=now, keep_without_duration=keep, batch_size=batch
-    ):
+    while removed := _remove_retired_one_offs(now=now, keep=keep, batch=batch):
         result.removed += len(removed)
-        _forget_object_permissions([schedule_id for schedule_id, _, _ in removed])
         if len(removed) < batch or time.monotonic() >= budget_end:
             break
     result.seconds = time.monotonic() - began
     return result
+
+
+def _remove_retired_one_offs(
+    *, now: datetime, keep: timedelta, batch: int
+) -> list[tuple[int, str, str]]:
+    """A batch of retired one-offs removed with their object permissions, in one transaction."""
+    with transaction.atomic():
+        removed = store.remove_retired_one_offs(
+            now=now, keep_without_duration=keep, batch_size=batch
+        )
+        _forget_object_permissions([schedule_id for schedule_id, _, _ in removed])
+    return removed
 
 
 def _forget_object_permissions(schedule_ids: list[int]) -> None:

@@ -144,24 +144,22 @@ class Command(BaseCommand):
         operator("enable", "Let replicas claim a schedule again.", reason=True)
         operator("run-now", "Plan an extra occurrence at the current instant.", reason=True)
         operator("purge", "Delete finished occurrences beyond the retention Limit.")
-        departures = sub.add_parser(
-            "departures",
-            help="List every recorded departure (Exception record) of jobs and schedules.",
-            description=(
+        for name, summary, description in (
+            (
+                "departures",
+                "List every recorded departure (Exception record) of jobs and schedules.",
                 "Each Departure(reason=, review_by=, rule=) recorded on a @job or a schedule(): "
-                "the rule it departs from, why, and its review date; past-due ones first."
+                "the rule it departs from, why, and its review date; past-due ones first.",
             ),
-        )
-        departures.add_argument("--json", action="store_true", help="print JSON for scripts")
-        handlers = sub.add_parser(
-            "handlers",
-            help="List each job handler, its app, and the commands and ports it dispatches.",
-            description=(
+            (
+                "handlers",
+                "List each job handler, its app, and the commands and ports it dispatches.",
                 "What checks W024 and W026 read: each handler's application commands and "
-                "approved ports (DJANGO_JOBS COMMANDS and APPROVED_PORTS) and its app."
+                "approved ports (DJANGO_JOBS COMMANDS and APPROVED_PORTS) and its app.",
             ),
-        )
-        handlers.add_argument("--json", action="store_true", help="print JSON for scripts")
+        ):
+            report = sub.add_parser(name, help=summary, description=description)
+            report.add_argument("--json", action="store_true", help="print JSON for scripts")
         books = sub.add_parser("runbooks", help="Export each schedule's runbooks as markdown.")
         books.add_argument("--key", default=None)
         books.add_argument("--tenant", default=None)
