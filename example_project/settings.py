@@ -12,6 +12,8 @@ from pathlib import Path
 import environ
 import structlog
 
+from django_jobs.logging import keep_run_keys
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env(
@@ -110,6 +112,7 @@ LOGGING = {
 structlog.configure(
     processors=[
         structlog.contextvars.merge_contextvars,
+        keep_run_keys,  # a handler's own lines keep its run's tenant, occurrence, token ...
         structlog.stdlib.filter_by_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.stdlib.add_logger_name,

@@ -10,6 +10,8 @@ import os
 
 import structlog
 
+from django_jobs.logging import keep_run_keys
+
 from .settings import *  # noqa: F403
 from .settings import INSTALLED_APPS
 
@@ -40,6 +42,7 @@ LOGGING = {
 structlog.configure(
     processors=[
         structlog.contextvars.merge_contextvars,
+        keep_run_keys,  # a handler's own lines keep its run's tenant, occurrence, token ...
         structlog.stdlib.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.stdlib.ProcessorFormatter.wrap_for_formatter,

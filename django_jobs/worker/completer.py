@@ -11,6 +11,9 @@ Through a store outage the batch is retried with backoff until the store answers
 not the lease's expiry, decides whether a completion still counts. A row refused after the
 lease lapsed during the outage is excused (its attempt recorded ``outage``, its failure given
 back), exactly as a run thread writing its own outcome would. Only a forced stop gives up.
+
+Each line about a run is logged in that run's ``log_scope``: the worker's values of its
+reserved keys, on this thread, where no handler ever ran.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from django.db import connection, connections
 from .. import store
 from ..clock import Clock
 from ..safe_error import loggable
-from .executor import Outcome
+from .executor import Outcome, log_scope
 from .inflight import ActiveRun, CancelReason
 from .outage import STORE_OUTAGE, Backoff, OutageLog
 
@@ -98,33 +101,34 @@ class Completer(threading.Thread):
                 if self.outage is not None:
                     self.outage.failed(exc, during="completion")
                 if self.stop_writing.is_set():
+                    error = loggable(exc, patterns=self.patterns, max_chars=200)
                     for active in batch:
-                        log.error(
-                            "outcome.unwritten",
-                            occurrence=str(active.lease.occurrence_id),
-                            outcome=Outcome.COMPLETED.value,
-                            error=loggable(exc, patterns=self.patterns, max_chars=200),
-                        )
+                        with log_scope(active):
+                            log.error(
+                                "outcome.unwritten", outcome=Outcome.COMPLETED.value, error=error
+                            )
                         self.on_done(active, Outcome.UNWRITTEN)
                     return
                 self.stop_writing.wait(backoff.next_delay())
                 continue
             for active in batch:
-                lease = active.lease
-                occurrence = str(lease.occurrence_id)
-                if lease.occurrence_id in result.accepted:
-                    log.info("occurrence.completed", occurrence=occurrence, token=lease.token)
-                    self.on_done(active, Outcome.COMPLETED)
-                elif active.reason == CancelReason.OUTAGE:
-                    # The lease lapsed while the store was out of reach: not a failure.
-                    self._excuse(active)
-                else:
-                    log.warning("occurrence.fenced_out", occurrence=occurrence)
-                    self.on_done(active, Outcome.LEASE_LOST)
+                self._report(active, accepted=active.lease.occurrence_id in result.accepted)
             return
 
+    def _report(self, active: ActiveRun, *, accepted: bool) -> None:
+        with log_scope(active):
+            if accepted:
+                log.info("occurrence.completed")
+                self.on_done(active, Outcome.COMPLETED)
+            elif active.reason == CancelReason.OUTAGE:
+                # The lease lapsed while the store was out of reach: not a failure.
+                self._excuse(active)
+            else:
+                log.warning("occurrence.fenced_out")
+                self.on_done(active, Outcome.LEASE_LOST)
+
     def _excuse(self, active: ActiveRun) -> None:
-        log.warning("lease.lost", occurrence=str(active.lease.occurrence_id), reason="outage")
+        log.warning("lease.lost", reason="outage")
         try:
             store.excuse_outage(active.lease, now=self.clock.now())
         except STORE_OUTAGE as exc:

@@ -2,8 +2,11 @@
 
 The scope: the thread's database connection is checked before the handler runs; after it, a
 connection the handler used is reset (``DISCARD ALL``) so no session state crosses runs; the
-logging context is bound to the schedule, occurrence, attempt, tenant and fencing token and
-cleared after. Every outcome write is fenced by the run's token.
+logging context is bound to the schedule, occurrence, attempt, tenant and fencing token
+(``log_scope``) and restored after. The handler runs in a copy of that context
+(``invoke.call_handler``): what it binds is gone before any outcome is logged, and the lines
+about the run carry the worker's values of those keys. Every outcome write is fenced by the
+run's token.
 
 A store outage is not the job's failure: a handler that raised because the store could not be
 reached, and a run whose lease could not be confirmed, give the occurrence back with an
@@ -15,6 +18,7 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -27,6 +31,7 @@ from .. import store
 from ..clock import LATEST, Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
+from ..logging import run_scope
 from ..models import AttemptOutcome
 from ..registry import Registry
 from ..safe_error import SafeError, loggable
@@ -64,34 +69,40 @@ class Execution:
     outage: OutageLog | None = None  # the replica's rate-limited outage log
 
 
+def log_scope(active: ActiveRun) -> AbstractContextManager[None]:
+    """The logging context of the lines about ``active``: its reserved keys bound (the
+    worker's values, never a handler's), restored on exit."""
+    lease = active.lease
+    return run_scope(
+        schedule=str(active.schedule),
+        occurrence=str(lease.occurrence_id),
+        attempt=lease.attempt,
+        tenant=lease.tenant,
+        token=lease.token,
+    )
+
+
 def release_unstarted(active: ActiveRun, ctx: Execution) -> Outcome:
     """Give back a run claimed ahead that was cancelled (shutdown) before it started."""
 
     def write(lease: Lease, now: datetime) -> bool:
         return _release(lease, now, AttemptOutcome.UNSTARTED)
 
-    return _write(active, ctx, write, Outcome.RELEASED)
+    with log_scope(active):
+        return _write(active, ctx, write, Outcome.RELEASED)
 
 
 def execute(active: ActiveRun, ctx: Execution) -> Outcome:
     """Run ``active``'s handler in its own scope and record what happened."""
-    lease, schedule = active.lease, active.schedule
     # Inline runs (tests) execute inside the caller's transaction: leave that connection be.
     outer_transaction = connection.in_atomic_block
     if not outer_transaction:
         _keep_or_close_connection()
-    structlog.contextvars.bind_contextvars(
-        schedule=str(schedule),
-        occurrence=str(lease.occurrence_id),
-        attempt=lease.attempt,
-        tenant=lease.tenant,
-        token=lease.token,
-    )
     session = _SessionUse()
     try:
-        return _run_handler(active, ctx, session)
+        with log_scope(active):
+            return _run_handler(active, ctx, session)
     finally:
-        structlog.contextvars.clear_contextvars()
         if not outer_transaction:
             _keep_or_close_connection()
             if session.used:
@@ -244,20 +255,19 @@ def give_back_after_outage(
     """The run ended because the store could not be reached: once it answers, give the
     occurrence back (due again at once; the attempt recorded ``outage``, no failure counted),
     or, if another claim took it over meanwhile, excuse the attempt."""
-    log.warning(
-        "occurrence.outage",
-        error_type=type(exc).__name__ if exc else None,
-        error=loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200) if exc else None,
-    )
 
     def write(lease: Lease, now: datetime) -> bool:
         return _release(lease, now, AttemptOutcome.OUTAGE)
 
-    connection.close_if_unusable_or_obsolete()  # the error may have broken this connection
-    result = _write(active, ctx, write, Outcome.OUTAGE, until=until)
-    if result == Outcome.LEASE_LOST:
-        return _excuse(active, ctx, until=until)
-    return result
+    error_type = type(exc).__name__ if exc else None
+    error = loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200) if exc else None
+    with log_scope(active):  # also called before the run started, and from the loop
+        log.warning("occurrence.outage", error_type=error_type, error=error)
+        connection.close_if_unusable_or_obsolete()  # the error may have broken this connection
+        result = _write(active, ctx, write, Outcome.OUTAGE, until=until)
+        if result == Outcome.LEASE_LOST:
+            return _excuse(active, ctx, until=until)
+        return result
 
 
 def _excuse(active: ActiveRun, ctx: Execution, *, until: datetime = LATEST) -> Outcome:
@@ -279,9 +289,10 @@ def record_failure(
 ) -> Outcome:
     """A failed (or timed-out) attempt: retried after backoff, or dead once the schedule's
     ``max_attempts`` have failed."""
-    if active.lease.failures + 1 >= active.schedule.max_attempts:
-        return _dead(active, exc, ctx, outcome=outcome, until=until)
-    return _retry(active, exc, ctx, outcome=outcome, until=until)
+    with log_scope(active):  # also called from the loop, for a run it cut off
+        if active.lease.failures + 1 >= active.schedule.max_attempts:
+            return _dead(active, exc, ctx, outcome=outcome, until=until)
+        return _retry(active, exc, ctx, outcome=outcome, until=until)
 
 
 def _safe(exc: BaseException, ctx: Execution) -> SafeError:
@@ -402,6 +413,7 @@ __all__ = [
     "Outcome",
     "execute",
     "give_back_after_outage",
+    "log_scope",
     "record_failure",
     "release_unstarted",
 ]

@@ -6,11 +6,17 @@ helper thread while the run thread waits and serves the handler's
 ``sync_to_async(thread_sensitive=True)`` calls. So what the handler runs that way (the ORM,
 ``run.atomic()``, ``run.once()``) uses the run thread's connection and transaction: the ones
 the worker checks before and after the run, and that the fenced completion is written on.
+
+Either kind runs in a copy of the run thread's context (``contextvars``): what a handler binds
+there (structlog's context above all) stays in its own run and never reaches the lines the
+worker logs about the outcome. ``async_to_sync`` copies a coroutine's context changes back into
+the context it was called from: that is the copy, not the worker's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
@@ -28,12 +34,19 @@ CANCEL_POLL_SECONDS = 0.05
 
 
 def call_handler(func: Handler, run: Run, *, name: str) -> None:
-    """Run ``func``, the handler of job ``name``, to completion in this (the run's) thread.
+    """Run ``func``, the handler of job ``name``, to completion in this (the run's) thread and
+    in a copy of its context.
 
     Raises ``JobsError`` when the handler hands back unfinished work (a coroutine, a
     generator, an iterator ...): returning is what marks an occurrence completed, so work the
     handler has not done must not return as if it had.
     """
+    result = contextvars.copy_context().run(_call, func, run, name)
+    _refuse_unfinished(result, name)
+
+
+def _call(func: Handler, run: Run, name: str) -> object:
+    """The handler's call (inside the copied context); returns what the handler returned."""
     if iscoroutinefunction(func):
         try:
             # A new loop for every run (force_new_loop): never the loop of an earlier run,
@@ -45,10 +58,9 @@ def call_handler(func: Handler, run: Run, *, name: str) -> None:
             # (Read here, not in the loop: this thread has finished that call by now.)
             if not run.completed:
                 raise
-            result = None
-    else:
-        result = func(run)
-    _refuse_unfinished(result, name)
+            return None
+        return result
+    return func(run)
 
 
 async def _run_task(func: Handler, run: Run, name: str) -> object:

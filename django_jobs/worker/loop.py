@@ -32,6 +32,7 @@ from .executor import (
     Outcome,
     execute,
     give_back_after_outage,
+    log_scope,
     record_failure,
     release_unstarted,
 )
@@ -341,12 +342,8 @@ class Worker:
         exc = future.exception()
         if exc is not None:
             self.inflight.finish(active)
-            log.error(
-                "run.crashed",
-                occurrence=str(active.lease.occurrence_id),
-                error_type=type(exc).__name__,
-                error=self._loggable(exc),
-            )
+            with log_scope(active):  # the worker's keys: the handler's context is gone
+                log.error("run.crashed", error_type=type(exc).__name__, error=self._loggable(exc))
             return
         outcome = future.result()
         if outcome != Outcome.HANDED_OVER:  # else the completer finishes it
