@@ -3,7 +3,8 @@
 Every page and action is scoped by ``django_jobs.permissions``: a user sees only the schedules
 (and their occurrences) they may view, and an action on a schedule they may not act on is
 refused, whether it comes from a bulk action or an edited URL. Occurrence state is read-only;
-audit records can be neither changed nor deleted.
+audit records can be neither changed nor deleted, and are scoped by the schedule and tenant
+columns each record carries (never by lists of ids).
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from . import permissions, services
 from .clock import SystemClock
 from .exceptions import JobsError
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
+
+# The newest audit records a schedule's page shows; the rest are one link away.
+AUDIT_ON_SCHEDULE_PAGE = 20
 
 
 class ReasonForm(forms.Form):
@@ -213,8 +218,15 @@ class ScheduleAdmin(ScopedAdmin):
         extra = dict(extra_context or {})
         if schedule is not None:
             extra["runbooks"] = list(Runbook.objects.filter(schedule=schedule).order_by("kind"))
+            # Its own records and its occurrences' (replays, run-nows): one index range.
             extra["audit"] = list(
-                AuditRecord.objects.filter(target_type="schedule", target_id=str(schedule.pk))[:20]
+                AuditRecord.objects.filter(schedule_id=schedule.pk).order_by("-at", "-id")[
+                    :AUDIT_ON_SCHEDULE_PAGE
+                ]
+            )
+            extra["audit_url"] = (
+                f"{reverse('admin:django_jobs_auditrecord_changelist')}"
+                f"?schedule_id__exact={schedule.pk}"
             )
         return super().change_view(request, object_id, form_url, extra)
 
@@ -296,20 +308,30 @@ class OccurrenceAdmin(ScopedAdmin):
 
 @admin.register(AuditRecord)
 class AuditRecordAdmin(GuardedAdmin):
-    list_display = ["at", "actor", "action", "tenant", "target_type", "target_id", "reason"]
+    """Every record the user may see, newest first: filtered by the ``schedule_id`` and
+    ``tenant`` columns (``permissions.visible_audit``), so neither a huge occurrence table
+    nor a removed schedule hides one. ``?schedule_id__exact=<id>`` lists one schedule's."""
+
+    list_display = [
+        "at",
+        "actor",
+        "actor_id",
+        "action",
+        "tenant",
+        "schedule_id",
+        "target_type",
+        "target_id",
+        "reason",
+    ]
     list_filter = ["action", "tenant"]
     search_fields = ["actor", "reason", "target_id"]
+    ordering = ["-at", "-id"]
+    list_per_page = 100
+    # A filtered list would also count the whole table at every load ("N of M"): it does not.
+    show_full_result_count = False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
-        visible = permissions.visible(request.user)
-        ids = [str(pk) for pk in visible.values_list("pk", flat=True)]
-        occurrence_ids = [
-            str(pk)
-            for pk in Occurrence.objects.filter(schedule__in=visible).values_list("pk", flat=True)[
-                :10000
-            ]
-        ]
-        return super().get_queryset(request).filter(target_id__in=[*ids, *occurrence_ids])
+        return permissions.visible_audit(request.user).order_by("-at", "-id")
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return bool(request.user.is_active and request.user.is_staff)

@@ -50,6 +50,11 @@ REDACT_PATTERNS           ()       extra regular expressions whose matches are r
                                    of the defaults (URL credentials, password=/token=
                                    pairs, Authorization headers, common token shapes); a
                                    named group ``secret`` limits it to that group
+CLI_ACTOR_RULES           ()       what ``manage.py jobs --actor U`` must satisfy besides
+                                   naming a user: ``"os_user"`` (U is the name of the
+                                   OS user running the command), ``"no_superuser"`` (U
+                                   is not a superuser); empty: U is taken as asserted
+                                   (whoever runs manage.py has full trust anyway)
 ========================  =======  =====================================================
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
@@ -93,6 +98,7 @@ class JobsSettings:
     REDACT_PATTERNS: tuple[str, ...] = ()
     COMMANDS: tuple[str, ...] = ()
     APPROVED_PORTS: tuple[str, ...] = ()
+    CLI_ACTOR_RULES: tuple[str, ...] = ()
 
     @property
     def paused_all(self) -> bool:
@@ -150,6 +156,7 @@ def get_settings() -> JobsSettings:
     redact = _redact_patterns(raw.pop("REDACT_PATTERNS", ()))
     commands = _dotted_paths("COMMANDS", raw.pop("COMMANDS", ()))
     ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
+    cli_actor = _cli_actor_rules(raw.pop("CLI_ACTOR_RULES", ()))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -168,6 +175,7 @@ def get_settings() -> JobsSettings:
         REDACT_PATTERNS=redact,
         COMMANDS=commands,
         APPROVED_PORTS=ports,
+        CLI_ACTOR_RULES=cli_actor,
     )
 
 
@@ -216,6 +224,25 @@ def _dotted_paths(key: str, value: Any) -> tuple[str, ...]:
             raise ConfigurationError(
                 f"DJANGO_JOBS['{key}']: {path!r} is not a dotted path such as "
                 "'billing.commands' or 'billing.commands.send_statements'"
+            )
+    return tuple(value)
+
+
+CLI_ACTOR_RULES = ("os_user", "no_superuser")
+
+
+def _cli_actor_rules(value: Any) -> tuple[str, ...]:
+    """``--actor`` is self-asserted; each rule narrows whom it may name."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['CLI_ACTOR_RULES'] must be a list of rules "
+            f"({', '.join(map(repr, CLI_ACTOR_RULES))}), got {value!r}"
+        )
+    for rule in value:
+        if rule not in CLI_ACTOR_RULES:
+            raise ConfigurationError(
+                f"DJANGO_JOBS['CLI_ACTOR_RULES']: unknown rule {rule!r}; the rules are "
+                f"{', '.join(map(repr, CLI_ACTOR_RULES))}"
             )
     return tuple(value)
 

@@ -8,7 +8,13 @@ An operator may act on a schedule when any of these holds:
 3. a ``TenantGrant`` of that action to one of the user's groups for the schedule's tenant:
    every schedule of that tenant, present and future.
 
-Occurrences are governed by their schedule's permissions.
+Occurrences are governed by their schedule's permissions, and so are audit records: each
+carries the id of the schedule it concerns.
+
+``change`` (Django's ``change_schedule``) is what ``services.upsert_schedule`` needs to change
+a run-time schedule. Creating one needs more than any existing schedule can give: the
+model-wide ``add_schedule`` (every tenant), or a ``change`` tenant grant for the new
+schedule's tenant (``may_create``).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from .exceptions import JobsError
-from .models import Schedule, TenantGrant
+from .models import AuditRecord, Schedule, TenantGrant
 
 ACTIONS = {
     "view": "view_schedule",
@@ -26,6 +32,7 @@ ACTIONS = {
     "disable": "disable_schedule",
     "run": "run_schedule",
     "purge": "purge_schedule",
+    "change": "change_schedule",
 }
 
 
@@ -59,6 +66,25 @@ def require(user: Any, action: str, schedule: Schedule) -> None:
         )
 
 
+def may_create(user: Any, tenant: str) -> bool:
+    """Whether ``user`` may create a schedule in ``tenant``: the model-wide ``add_schedule``,
+    or a ``change`` tenant grant for that tenant (no object permission can name a schedule
+    that does not exist yet)."""
+    if not getattr(user, "is_active", False):
+        return False
+    if user.has_perm("django_jobs.add_schedule"):
+        return True
+    return TenantGrant.objects.filter(group__user=user, tenant=tenant, permission="change").exists()
+
+
+def require_create(user: Any, tenant: str, label: str) -> None:
+    if not may_create(user, tenant):
+        raise Forbidden(
+            f"{getattr(user, 'username', user)!s} may not create schedule {label}: ask for the "
+            f"add_schedule permission, or a change grant on tenant {tenant!r}"
+        )
+
+
 def visible(user: Any) -> QuerySet[Schedule]:
     """The schedules ``user`` may see."""
     from guardian.shortcuts import get_objects_for_user
@@ -72,6 +98,20 @@ def visible(user: Any) -> QuerySet[Schedule]:
     ).values("pk")
     tenants = TenantGrant.objects.filter(group__user=user, permission="view").values("tenant")
     return Schedule.objects.filter(Q(pk__in=objects) | Q(tenant__in=tenants))
+
+
+def visible_audit(user: Any) -> QuerySet[AuditRecord]:
+    """The audit records ``user`` may see: every one with the model-wide view permission;
+    otherwise those of the schedules they may see, and every record of a tenant they hold a
+    view grant for (which covers the records of its removed schedules). Filters by columns
+    and subqueries only, so the cost does not grow with the occurrence table."""
+    if not getattr(user, "is_active", False):
+        return AuditRecord.objects.none()
+    if user.has_perm(_codename("view")):
+        return AuditRecord.objects.all()
+    schedules = visible(user).values("pk")
+    tenants = TenantGrant.objects.filter(group__user=user, permission="view").values("tenant")
+    return AuditRecord.objects.filter(Q(schedule_id__in=schedules) | Q(tenant__in=tenants))
 
 
 def grant_tenant(group: Any, tenant: str, *actions: str) -> None:

@@ -2,8 +2,13 @@
 
 Each service is a keyword-only function that runs in one transaction and writes its audit
 record in that transaction. Admin and management commands call these; they never write the
-store directly. (Permission checks arrive with the operations work: today the services record
-the actor they are given.)
+store directly.
+
+Every service decides with rows it reads itself: of the schedule or occurrence it is given it
+uses only the primary key, re-reads that row (and locks its schedule when it writes), checks
+the actor's permission and the tenant on what it read, and names the schedule and tenant in
+every store write. A caller-built object (``Occurrence(pk=<theirs>, schedule=<mine>)``) can
+therefore neither borrow a permission nor mislabel an audit record.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, models, transaction
 from django.utils.module_loading import import_string
 
 from . import permissions, runbooks, store
@@ -34,6 +41,7 @@ from .models import (
     ScheduleStatus,
     Trigger,
 )
+from .registry import registry
 from .safe_error import loggable
 from .scheduling import timings
 from .scheduling.timings import After, At
@@ -85,7 +93,7 @@ def _audit(
     schedule: Schedule,
     *,
     now: datetime,
-    actor: str,
+    actor: Any,
     action: str,
     reason: str,
     target_type: str = "schedule",
@@ -93,12 +101,20 @@ def _audit(
     **changes: Any,
 ) -> None:
     """Record an action in the caller's transaction: in the project's audit log when
-    ``DJANGO_JOBS["AUDIT_LOG"]`` names one, otherwise as a django_jobs ``AuditRecord``."""
+    ``DJANGO_JOBS["AUDIT_LOG"]`` names one, otherwise as a django_jobs ``AuditRecord``.
+
+    ``schedule`` is the row the service read and locked, so the record's schedule and tenant
+    are the ones acted on. ``actor`` is a user (named, and identified by its primary key, which
+    a renamed or reused username cannot take over) or one of the system's own names
+    (``django_jobs.sync``), which has no id."""
+    who = _who(actor)
     record = {
         "at": now,
-        "actor": actor,
+        "actor": who.name,
+        "actor_id": who.id,
         "action": action,
         "tenant": schedule.tenant,
+        "schedule_id": schedule.pk,
         "target_type": target_type,
         "target_id": target_id or str(schedule.pk),
         "reason": reason,
@@ -119,16 +135,23 @@ class _Upserted:
     runbooks: int  # Runbook rows created or changed
 
 
+def _locked_key(tenant: str, key: str) -> Schedule | None:
+    """The schedule of (tenant, key), locked for the caller's transaction, or None."""
+    return Schedule.objects.select_for_update().filter(tenant=tenant, key=key).first()
+
+
 def _upsert(
-    declaration: Declaration, *, now: datetime, actor: str, reason: str, origin: Origin
+    declaration: Declaration,
+    *,
+    existing: Schedule | None,
+    now: datetime,
+    actor: Any,
+    reason: str,
+    origin: Origin,
 ) -> _Upserted:
-    """Create or update the record of ``declaration``, with its Limit and its runbooks (on
-    create too: check E017 must never find a schedule the app wrote without them)."""
-    existing = (
-        Schedule.objects.select_for_update()
-        .filter(tenant=declaration.tenant, key=declaration.key)
-        .first()
-    )
+    """Create or update the record of ``declaration`` (``existing``: its locked row, if any),
+    with its Limit and its runbooks (on create too: check E017 must never find a schedule the
+    app wrote without them)."""
     timing = declaration.timing
     if isinstance(timing, After):  # "after" counts from the record's creation
         timing = timing.created(existing.created_at if existing else now)
@@ -166,11 +189,19 @@ def _upsert(
         existing.next_due_at = now  # re-plan from the recovery point with the new timing
     existing.full_clean(exclude=["running_occurrence"])
     existing.save()
-    action = "schedule.timing_changed" if timing_changed else "schedule.changed"
+    action = _change_action(before, timing_changed=timing_changed)
     _audit(
         existing, now=now, actor=actor, action=action, reason=reason, before=before, after=changed
     )
     return _Upserted(existing, "updated", runbooks.write(existing))
+
+
+def _change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
+    """How a change is named in the audit: a retired schedule made active (or draft) again is
+    ``schedule.revived``, so a reader never mistakes it for an edit of a live one."""
+    if before.get("status") == ScheduleStatus.RETIRED:
+        return "schedule.revived"
+    return "schedule.timing_changed" if timing_changed else "schedule.changed"
 
 
 def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:
@@ -203,7 +234,12 @@ def sync_schedules(
                 report.consumed.append(declaration.label)
                 continue
             done = _upsert(
-                declaration, now=now, actor=actor, reason="declared in code", origin=Origin.CODE
+                declaration,
+                existing=_locked_key(declaration.tenant, declaration.key),
+                now=now,
+                actor=actor,
+                reason="declared in code",
+                origin=Origin.CODE,
             )
             seen.add(done.schedule.pk)
             getattr(report, done.what).append(str(done.schedule))
@@ -246,21 +282,75 @@ def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
 
 
 def upsert_schedule(
-    declaration: Declaration, *, actor: str, reason: str, now: datetime
+    declaration: Declaration, *, actor: Any, reason: str, now: datetime
 ) -> Schedule:
     """Create or change a run-time schedule (for example one per tenant), validated like a
-    declared one (build ``declaration`` with ``schedule(..., register=False)``)."""
+    declared one (build ``declaration`` with ``schedule(..., register=False)``).
+
+    1. ``actor`` is a Django user, never a name: the permission checked is theirs and the
+       audit record carries their id (a string could claim to be ``django_jobs.sync``).
+    2. The declaration is refused as checks E014/E018/E019 refuse a declared one: its job
+       must have a registered handler, a local zone its reason and DST choices.
+    3. Changing a schedule needs ``change`` on it (model, object or tenant permission);
+       creating one needs ``add_schedule`` or a ``change`` grant on its tenant.
+    4. A schedule declared in code is refused: it changes in its ``schedules.py``, and sync
+       would otherwise stop retiring it.
+    5. A retired schedule declared active again is revived, audited ``schedule.revived`` with
+       its status before and after.
+    """
     reason = _need_reason(reason, f"schedule {declaration.key!r}")
-    actor = _actor_name(actor)
+    user = _need_user(actor, f"schedule {declaration.label!r}")
     now = ensure_aware_utc(now, name="now")
-    # What checks E018/E019 refuse in a declaration, refused here: no check runs at run time.
-    gaps = local_time_gaps(declaration.timing)
-    if gaps:
-        raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))
+    _need_valid_at_run_time(declaration)
     with transaction.atomic():
-        done = _upsert(declaration, now=now, actor=actor, reason=reason, origin=Origin.RUNTIME)
+        existing = _locked_key(declaration.tenant, declaration.key)
+        _need_upsert_permission(user, declaration, existing)
+        done = _upsert(
+            declaration,
+            existing=existing,
+            now=now,
+            actor=user,
+            reason=reason,
+            origin=Origin.RUNTIME,
+        )
         store.notify("schedule")  # serving replicas plan it now, not at their next poll
     return done.schedule
+
+
+def _need_user(actor: Any, what: str) -> Any:
+    if not isinstance(actor, AbstractBaseUser):
+        raise JobsError(
+            f"{what}: actor: a Django user is needed (their permission is checked and their "
+            f"id audited), got {type(actor).__name__}"
+        )
+    _actor_name(actor)  # a name the audit record can hold
+    return actor
+
+
+def _need_valid_at_run_time(declaration: Declaration) -> None:
+    """What system checks refuse in a declaration, refused here: no check runs at run time."""
+    gaps = local_time_gaps(declaration.timing)  # E018/E019
+    if gaps:
+        raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))
+    if declaration.job not in registry.names():  # E014
+        raise InvalidSchedule(
+            declaration.label,
+            "job",
+            f"no handler is registered for job {declaration.job!r} in this process; register "
+            f'one with @job("{declaration.job}") in the jobs.py of the app that owns it',
+        )
+
+
+def _need_upsert_permission(user: Any, declaration: Declaration, existing: Schedule | None) -> None:
+    if existing is None:
+        permissions.require_create(user, declaration.tenant, declaration.label)
+        return
+    permissions.require(user, "change", existing)
+    if existing.origin == Origin.CODE:
+        raise JobsError(
+            f"schedule {existing} is declared in code: change it in its schedules.py and "
+            "deploy (jobs sync writes it); upsert_schedule changes run-time schedules only"
+        )
 
 
 @dataclass
@@ -334,8 +424,24 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
 # --- Operator actions: permission, one transaction, audit -----------------------------------
 
 
+@dataclass(frozen=True)
+class _Actor:
+    """Who an audit record names: the username when it acted and the user's primary key,
+    which a renamed or reused username cannot take over (None for the system's own names)."""
+
+    name: str
+    id: str | None
+
+
+def _who(actor: Any) -> _Actor:
+    if isinstance(actor, str):  # the system's own actors: django_jobs.sync, ...
+        return _Actor(_actor_name(actor), None)
+    pk = getattr(actor, "pk", None)
+    return _Actor(_actor_name(actor), None if pk is None else str(pk))
+
+
 def _actor_name(actor: Any) -> str:
-    name = str(getattr(actor, "username", actor))
+    name = str(actor.get_username() if hasattr(actor, "get_username") else actor)
     if not name.strip() or len(name) > 200 or not _printable(name):
         raise JobsError(
             f"actor: a name of 1-200 printable characters is needed for the audit record, "
@@ -359,8 +465,61 @@ def _need_reason(reason: str, what: str) -> str:
     return reason.strip()
 
 
+def _pk(model: type[models.Model], obj: Any) -> Any:
+    """The primary key ``obj`` names, as ``model`` stores it: all a service takes from an
+    object its caller built. None when it is not one (``"abc"`` for a UUID)."""
+    field = model._meta.pk
+    assert field is not None
+    try:
+        return field.to_python(getattr(obj, "pk", None))
+    except ValidationError:
+        return None
+
+
+def _shown(obj: Any) -> str:
+    text = repr(getattr(obj, "pk", None))
+    return text if len(text) <= 50 else f"{text[:50]}..."
+
+
+def _schedule_row(schedule: Schedule, *, lock: bool) -> Schedule:
+    """The schedule row the caller's object names by its primary key (nothing else of it is
+    trusted), locked for the service's transaction when the service writes."""
+    pk = _pk(Schedule, schedule)
+    rows = Schedule.objects.select_for_update() if lock else Schedule.objects.all()
+    row = rows.filter(pk=pk).first() if pk is not None else None
+    if row is None:
+        raise JobsError(f"no schedule with id {_shown(schedule)}")
+    return row
+
+
 def _locked(schedule: Schedule) -> Schedule:
-    return Schedule.objects.select_for_update().get(pk=schedule.pk)
+    return _schedule_row(schedule, lock=True)
+
+
+def _occurrence_row(occurrence: Occurrence, *, lock: bool) -> tuple[Schedule, Occurrence]:
+    """The occurrence row the caller's object names by its primary key, and that row's own
+    schedule (never the caller's ``occurrence.schedule``). When the service writes, the
+    schedule is locked first (the order every writer takes them in) and the occurrence read
+    again after the lock, so the service decides with its state as of the lock."""
+    pk = _pk(Occurrence, occurrence)
+    row = Occurrence.objects.filter(pk=pk).first() if pk is not None else None
+    if row is not None:
+        rows = Schedule.objects.select_for_update() if lock else Schedule.objects.all()
+        schedule = rows.get(pk=row.schedule_id)  # PROTECT: an occurrence keeps its schedule
+        row = Occurrence.objects.filter(pk=pk).first() if lock else row
+    if row is None:
+        raise JobsError(f"no occurrence with id {_shown(occurrence)}")
+    return schedule, row
+
+
+def _need_same_tenant(schedule: Schedule, occurrence: Occurrence) -> None:
+    """An occurrence carries its schedule's tenant; one that does not was written outside
+    django_jobs and is refused rather than acted on in either tenant's name."""
+    if occurrence.tenant != schedule.tenant:
+        raise JobsError(
+            f"occurrence {occurrence.pk} names tenant {occurrence.tenant!r} but its schedule "
+            f"{schedule} is of tenant {schedule.tenant!r}: refused; repair the row first"
+        )
 
 
 @dataclass(frozen=True)
@@ -372,8 +531,10 @@ class ScheduleReport:
 
 
 def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> ScheduleReport:
-    """The record, its state, its next runs and its recent occurrences with outcomes."""
+    """The record, its state, its next runs and its recent occurrences with outcomes: of the
+    row ``schedule``'s primary key names, read here (a read takes no lock)."""
     now = ensure_aware_utc(now, name="now")
+    schedule = _schedule_row(schedule, lock=False)
     permissions.require(actor, "view", schedule)
     recent = list(schedule.occurrences.order_by("-scheduled_at")[:10])
     oldest = (
@@ -395,24 +556,27 @@ def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> Schedu
 
 
 def inspect_occurrence(occurrence: Occurrence, *, actor: Any) -> list[Attempt]:
-    """An occurrence's attempts, oldest first (the occurrence row carries state and lease)."""
-    permissions.require(actor, "view", occurrence.schedule)
-    return list(occurrence.attempt_history.order_by("number"))
+    """An occurrence's attempts, oldest first (the occurrence row carries state and lease),
+    checked against the schedule of the occurrence row itself."""
+    schedule, row = _occurrence_row(occurrence, lock=False)
+    permissions.require(actor, "view", schedule)
+    _need_same_tenant(schedule, row)
+    return list(Attempt.objects.filter(occurrence_id=row.pk).order_by("number"))
 
 
 def replay(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) -> Occurrence:
     """A new attempt of the same occurrence: same identity, same scheduled instant, so the
     command's idempotency scope is unchanged. For a dead, failed, skipped, completed or
-    cancelled occurrence; the next claim runs it as attempt N+1, trigger ``manual``."""
-    reason = _need_reason(reason, f"replay of occurrence {occurrence.pk}")
+    cancelled occurrence; the next claim runs it as attempt N+1, trigger ``manual``.
+    Returns the occurrence as it now is (the caller's object is left as it was)."""
+    reason = _need_reason(reason, f"replay of occurrence {_shown(occurrence)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
-        schedule = _locked(occurrence.schedule)
+        schedule, row = _occurrence_row(occurrence, lock=True)
         permissions.require(actor, "replay", schedule)
-        occurrence.refresh_from_db()
-        _replay_locked(schedule, occurrence, actor=actor, reason=reason, now=now)
-    occurrence.refresh_from_db()
-    return occurrence
+        _need_same_tenant(schedule, row)
+        _replay_locked(schedule, row, actor=actor, reason=reason, now=now)
+    return Occurrence.objects.get(pk=row.pk)
 
 
 def _replay_locked(
@@ -426,7 +590,8 @@ def _replay_locked(
         "next_attempt": occurrence.attempts + 1,
         "trigger": "manual",
     }
-    if not store.replay(occurrence.pk, now=now):
+    replayed = store.replay(occurrence.pk, schedule_id=schedule.pk, tenant=schedule.tenant, now=now)
+    if not replayed:
         raise JobsError(
             f"occurrence {occurrence.pk} of {schedule} is {occurrence.state}: only a dead, "
             "failed, skipped, completed or cancelled occurrence can be replayed"
@@ -452,7 +617,7 @@ def _record_replay(
     _audit(
         schedule,
         now=now,
-        actor=_actor_name(actor),
+        actor=actor,
         action="replay",
         reason=reason,
         target_type="occurrence",
@@ -488,8 +653,7 @@ def replay_at(
     always had (tenant + key + instant), the trigger ``manual``. ``at`` must be an instant the
     schedule's timing produces, not after ``now``; otherwise the error names the nearest
     real ones."""
-    label = f"replay of {schedule} at {at!r}"
-    reason = _need_reason(reason, label)
+    reason = _need_reason(reason, f"replay of schedule {_shown(schedule)} at {at!r}")
     now = ensure_aware_utc(now, name="now")
     at = ensure_aware_utc(at, name="at")
     with transaction.atomic():
@@ -501,6 +665,9 @@ def replay_at(
         )
         existing = Occurrence.objects.filter(pk=planned.id).first()
         if existing is not None:
+            if existing.schedule_id != schedule.pk:  # an identity this schedule does not own
+                raise JobsError(f"occurrence {existing.pk} is not an occurrence of {schedule}")
+            _need_same_tenant(schedule, existing)
             _replay_locked(schedule, existing, actor=actor, reason=reason, now=now)
         else:
             # Planned without moving the recovery point: the planner's own instants between
@@ -544,71 +711,78 @@ def _need_planned_instant(schedule: Schedule, at: datetime, *, now: datetime) ->
     )
 
 
+DISABLED_FIELDS = ("enabled", "disabled_by", "disabled_reason", "disabled_at")
+
+
+def _disabled_state(schedule: Schedule) -> dict[str, Any]:
+    """What the row holds about being disabled: the ``before`` and ``after`` of disable and
+    enable records, so each says what the row really held, not what the action assumed."""
+    return {name: getattr(schedule, name) for name in DISABLED_FIELDS}
+
+
 def disable(
     schedule: Schedule, *, actor: Any, reason: str, now: datetime, cancel_running: bool = False
 ) -> Schedule:
     """Stop new claims of the schedule on every replica (from their next pass). An occurrence
     already running finishes, unless ``cancel_running``: then its lease ends here and the
-    replica running it stops it at its next renewal. Nothing is deleted."""
-    reason = _need_reason(reason, f"disabling {schedule}")
+    replica running it stops it at its next renewal. Nothing is deleted.
+
+    Disabling a schedule already disabled is recorded as ``disable.repeated``: the row keeps
+    who disabled it first, why and since when (what an operator must resolve before enabling
+    it), the record's ``before`` shows them, and the new reason is the record's own. It is
+    not refused: with ``cancel_running`` it is how a running occurrence of a disabled
+    schedule is stopped."""
+    reason = _need_reason(reason, f"disabling schedule {_shown(schedule)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "disable", schedule)
-        cancelled = store.cancel_running(schedule.pk, now=now) if cancel_running else []
-        schedule.enabled = False
-        schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = (
-            _actor_name(actor),
-            reason,
-            now,
+        before = _disabled_state(schedule)
+        cancelled = (
+            store.cancel_running(schedule.pk, tenant=schedule.tenant, now=now)
+            if cancel_running
+            else []
         )
-        schedule.updated_at = now
-        schedule.save(
-            update_fields=["enabled", "disabled_by", "disabled_reason", "disabled_at", "updated_at"]
-        )
+        if schedule.enabled:
+            schedule.enabled = False
+            schedule.disabled_by, schedule.disabled_reason = _actor_name(actor), reason
+            schedule.disabled_at = schedule.updated_at = now
+            schedule.save(update_fields=[*DISABLED_FIELDS, "updated_at"])
         _audit(
             schedule,
             now=now,
-            actor=_actor_name(actor),
-            action="disable",
+            actor=actor,
+            action="disable" if before["enabled"] else "disable.repeated",
             reason=reason,
-            before={"enabled": True},
-            after={"enabled": False, "cancelled": [str(i) for i in cancelled]},
+            before=before,
+            after={**_disabled_state(schedule), "cancelled": [str(i) for i in cancelled]},
         )
     return schedule
 
 
 def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Schedule:
     """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
-    pass and decided by its misfire policy."""
-    reason = _need_reason(reason, f"enabling {schedule}")
+    pass and decided by its misfire policy. The record's ``before`` is what the row held:
+    who disabled it, why and when (or that it was not disabled)."""
+    reason = _need_reason(reason, f"enabling schedule {_shown(schedule)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "disable", schedule)
-        before = {"enabled": schedule.enabled, "disabled_reason": schedule.disabled_reason}
+        before = _disabled_state(schedule)
         schedule.enabled = True
         schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = "", "", None
         schedule.next_due_at = now
         schedule.updated_at = now
-        schedule.save(
-            update_fields=[
-                "enabled",
-                "disabled_by",
-                "disabled_reason",
-                "disabled_at",
-                "next_due_at",
-                "updated_at",
-            ]
-        )
+        schedule.save(update_fields=[*DISABLED_FIELDS, "next_due_at", "updated_at"])
         _audit(
             schedule,
             now=now,
-            actor=_actor_name(actor),
+            actor=actor,
             action="enable",
             reason=reason,
             before=before,
-            after={"enabled": True},
+            after=_disabled_state(schedule),
         )
         store.notify("enable")
     return schedule
@@ -616,7 +790,7 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
 
 def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Occurrence:
     """An extra occurrence at the current instant (its own identity), trigger ``manual``."""
-    reason = _need_reason(reason, f"run-now of {schedule}")
+    reason = _need_reason(reason, f"run-now of schedule {_shown(schedule)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
@@ -630,7 +804,7 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
         _audit(
             schedule,
             now=now,
-            actor=_actor_name(actor),
+            actor=actor,
             action="run_now",
             reason=reason,
             target_type="occurrence",
@@ -643,43 +817,63 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
 
 def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
     """Delete the schedule's finished occurrences beyond its retention Limit now, with their
-    attempts and steps, in batches, all in one transaction with its audit record.
+    attempts and steps, in batches, all in one transaction with its audit record. The
+    schedule is the row ``schedule``'s primary key names, locked and checked here.
 
     All or nothing: if the database refuses (a project table still references an
     occurrence, say), nothing is deleted, a ``purge.failed`` audit record says so in a
     transaction of its own, and ``JobsError`` names the schedule and the cause.
     """
     now = ensure_aware_utc(now, name="now")
-    permissions.require(actor, "purge", schedule)
-    name = _actor_name(actor)
+    _actor_name(actor)  # a name the audit record can hold, or refused before anything else
+    checked: Schedule | None = None  # the locked row, once the actor may purge it
     try:
         with transaction.atomic():
-            batch = get_settings().PURGE_BATCH_SIZE
-            deleted = 0
-            while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
-                deleted += count
-                if count < batch:
-                    break
+            row = _locked(schedule)
+            permissions.require(actor, "purge", row)
+            checked = row
+            deleted = _purge_batches(row, now=now)
             _audit(
-                schedule,
+                row,
                 now=now,
-                actor=name,
+                actor=actor,
                 action="purge",
                 reason="retention Limit",
                 after={"deleted": deleted},
             )
     except DatabaseError as exc:
-        error = loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500)
-        with transaction.atomic():  # an outage fails this too: then the outage is raised
-            _audit(
-                schedule,
-                now=now,
-                actor=name,
-                action="purge.failed",
-                reason="retention Limit",
-                after={"deleted": 0, "error_type": type(exc).__name__, "error": error},
-            )
+        if checked is None:  # refused before any permission was established: nothing to say
+            raise
+        _record_failed_purge(checked, exc, actor=actor, now=now)
         raise JobsError(
-            f"purge of {schedule} failed and deleted nothing: {type(exc).__name__}: {error}"
+            f"purge of {checked} failed and deleted nothing: {type(exc).__name__}: {_safe(exc)}"
         ) from exc
     return deleted
+
+
+def _purge_batches(schedule: Schedule, *, now: datetime) -> int:
+    batch = get_settings().PURGE_BATCH_SIZE
+    deleted = 0
+    while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
+        deleted += count
+        if count < batch:
+            break
+    return deleted
+
+
+def _safe(exc: BaseException) -> str:
+    return loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500)
+
+
+def _record_failed_purge(
+    schedule: Schedule, exc: BaseException, *, actor: Any, now: datetime
+) -> None:
+    with transaction.atomic():  # an outage fails this too: then the outage is raised
+        _audit(
+            schedule,
+            now=now,
+            actor=actor,
+            action="purge.failed",
+            reason="retention Limit",
+            after={"deleted": 0, "error_type": type(exc).__name__, "error": _safe(exc)},
+        )

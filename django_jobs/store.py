@@ -953,6 +953,7 @@ def record_skip_summary(
         actor="django_jobs.planner",
         action="misfire.skipped",
         tenant=schedule.tenant,
+        schedule_id=schedule.pk,
         target_type="schedule",
         target_id=str(schedule.pk),
         reason=f"{count} missed occurrences skipped by misfire policy {schedule.misfire}",
@@ -1064,27 +1065,37 @@ def notify(reason: str) -> None:
 # --- Operator actions (called by django_jobs.services, inside its transaction) ------------
 
 
-def replay(occurrence: UUID, *, now: datetime) -> bool:
+def replay(occurrence: UUID, *, schedule_id: int, tenant: str, now: datetime) -> bool:
     """Make a finished occurrence due again now, as a manual trigger: its next claim is a new
     attempt (number N+1) of the same occurrence, with the same identity and scheduled instant.
-    The retry budget starts afresh. Refused (``False``) while it is scheduled or processing."""
+    The retry budget starts afresh. Refused (``False``) while it is scheduled or processing,
+    and unless it is an occurrence of ``schedule_id`` in ``tenant``: the service checked the
+    permission on that schedule, so the write may touch nothing else."""
     sql = f"""
         UPDATE {OCC} SET state = 'scheduled', due_at = %(now)s, trigger = 'manual',
             skip_reason = '', finished_at = NULL, failures = 0
-        WHERE id = %(id)s AND state IN ('dead', 'failed', 'skipped', 'completed', 'cancelled')
+        WHERE id = %(id)s AND schedule_id = %(schedule)s AND tenant = %(tenant)s
+          AND state IN ('dead', 'failed', 'skipped', 'completed', 'cancelled')
         RETURNING id
     """
-    return bool(_rows(sql, {"id": occurrence, "now": ensure_aware_utc(now, name="now")}))
+    params = {
+        "id": occurrence,
+        "schedule": schedule_id,
+        "tenant": tenant,
+        "now": ensure_aware_utc(now, name="now"),
+    }
+    return bool(_rows(sql, params))
 
 
-def cancel_running(schedule_id: int, *, now: datetime) -> list[UUID]:
+def cancel_running(schedule_id: int, *, tenant: str, now: datetime) -> list[UUID]:
     """Cancel the schedule's processing occurrences: their leases end here, so the replicas
-    running them find renewal refused and stop; their attempts are recorded cancelled."""
+    running them find renewal refused and stop; their attempts are recorded cancelled. Only
+    occurrences of ``schedule_id`` in ``tenant`` (the schedule the service checked)."""
     sql = f"""
         WITH gone AS (
             UPDATE {OCC} SET state = 'cancelled', finished_at = %(now)s,
                 lease_owner = '', lease_expires_at = NULL
-            WHERE schedule_id = %(schedule)s AND state = 'processing'
+            WHERE schedule_id = %(schedule)s AND tenant = %(tenant)s AND state = 'processing'
             RETURNING id, fencing_token
         ),
         ended AS (
@@ -1094,11 +1105,13 @@ def cancel_running(schedule_id: int, *, now: datetime) -> list[UUID]:
         ),
         freed AS (
             UPDATE {SCH} SET running_occurrence = NULL
-            WHERE id = %(schedule)s AND running_occurrence IN (SELECT id FROM gone)
+            WHERE id = %(schedule)s AND tenant = %(tenant)s
+              AND running_occurrence IN (SELECT id FROM gone)
         )
         SELECT id FROM gone
     """
-    rows = _rows(sql, {"schedule": schedule_id, "now": ensure_aware_utc(now, name="now")})
+    params = {"schedule": schedule_id, "tenant": tenant, "now": ensure_aware_utc(now, name="now")}
+    rows = _rows(sql, params)
     return [r[0] for r in rows]
 
 
@@ -1159,10 +1172,10 @@ def retire_one_offs(*, now: datetime) -> list[tuple[int, str, str]]:
             ON CONFLICT DO NOTHING
         ),
         audited AS (
-            INSERT INTO {AUDIT} (at, actor, action, tenant, target_type, target_id, reason,
-                                 before, after)
-            SELECT %(now)s, 'django_jobs.retention', 'schedule.retired', tenant, 'schedule',
-                   id::text, 'a one-off whose occurrence is final',
+            INSERT INTO {AUDIT} (at, actor, action, tenant, schedule_id, target_type,
+                                 target_id, reason, before, after)
+            SELECT %(now)s, 'django_jobs.retention', 'schedule.retired', tenant, id,
+                   'schedule', id::text, 'a one-off whose occurrence is final',
                    '{{"status": "active"}}', '{{"status": "retired"}}'
             FROM retired
         )
@@ -1206,10 +1219,10 @@ def remove_retired_one_offs(
             DELETE FROM {SCH} WHERE id = ANY(%(ids)s::bigint[]) RETURNING id, tenant, key
         ),
         audited AS (
-            INSERT INTO {AUDIT} (at, actor, action, tenant, target_type, target_id, reason,
-                                 before, after)
-            SELECT %(now)s, 'django_jobs.retention', 'schedule.removed', tenant, 'schedule',
-                   id::text, 'a retired one-off past its retention', '{{}}',
+            INSERT INTO {AUDIT} (at, actor, action, tenant, schedule_id, target_type,
+                                 target_id, reason, before, after)
+            SELECT %(now)s, 'django_jobs.retention', 'schedule.removed', tenant, id,
+                   'schedule', id::text, 'a retired one-off past its retention', '{{}}',
                    jsonb_build_object('key', key)
             FROM removed
         )

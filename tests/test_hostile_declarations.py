@@ -12,6 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from django_jobs import InvalidSchedule, Retry, after, at, cron, every, schedule
 from django_jobs.declarations import local_time_gaps
 from django_jobs.models import AuditRecord, Limit, Schedule
+from django_jobs.registry import registry
 from django_jobs.scheduling import timings
 from django_jobs.services import upsert_schedule
 from django_jobs.worker.planning import plan_due
@@ -168,20 +170,33 @@ def counts() -> tuple[int, int, int]:
     return Schedule.objects.count(), Limit.objects.count(), AuditRecord.objects.count()
 
 
+def operator() -> User:
+    """The user the fuzzed upserts act as (one who may create and change any schedule)."""
+    return User.objects.get_or_create(username="hypothesis", defaults={"is_superuser": True})[0]
+
+
+def refused_at_run_time(d: Any) -> str | None:
+    """The field a system check would refuse in this declaration (a local zone without its
+    reason or DST choices, E018/E019; a job without a handler, E014): upsert_schedule
+    refuses it too, since no check runs at run time."""
+    gaps = local_time_gaps(d.timing)
+    if gaps:
+        return str(gaps[0][0])
+    return None if d.job in registry.names() else "job"
+
+
 def check(key: Any, **fields: Any) -> None:
     """Refused naming a field, with nothing written; or saved, read back, evaluated, planned."""
     before = counts()
     refused: InvalidSchedule | None = None
     try:
         d = declare(key, **fields)
-        # What a check refuses in a declaration (a local zone without its reason or DST
-        # choices), the run-time service refuses before writing anything.
-        gaps = local_time_gaps(d.timing)
-        if gaps:
+        field = refused_at_run_time(d)
+        if field:
             with pytest.raises(InvalidSchedule) as raised:
-                upsert_schedule(d, actor="hypothesis", reason="fuzz", now=T0)
+                upsert_schedule(d, actor=operator(), reason="fuzz", now=T0)
             refused = raised.value
-            assert refused.field == gaps[0][0]
+            assert refused.field == field
     except InvalidSchedule as exc:
         refused = exc
     if refused is not None:
@@ -190,7 +205,7 @@ def check(key: Any, **fields: Any) -> None:
         assert counts() == before
         return
     with transaction.atomic():
-        row = upsert_schedule(d, actor="hypothesis", reason="fuzz", now=T0)
+        row = upsert_schedule(d, actor=operator(), reason="fuzz", now=T0)
         row.refresh_from_db()
         assert (row.tenant, row.key) == (d.tenant, d.key)
         expected = d.record_fields()
@@ -261,7 +276,8 @@ def test_any_policies(
 
 @HYPOTHESIS
 @given(
-    job=text,
+    # A registered job (saved) or any text (unregistered: refused naming job).
+    job=st.one_of(st.just("billing.send_statements"), text),
     operating_owner=text,
     record_owner=text,
     decider=text,

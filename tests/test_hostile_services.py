@@ -76,7 +76,7 @@ def test_a_naive_now_is_refused_by_purge_inspect_and_upsert(root, dead) -> None:
     with pytest.raises(ValueError, match="now must be an aware"):
         services.inspect_schedule(dead.schedule, actor=root, now=NAIVE)
     with pytest.raises(ValueError, match="now must be an aware"):
-        services.upsert_schedule(declaration(), actor="alice", reason="x", now=NAIVE)
+        services.upsert_schedule(declaration(), actor=root, reason="x", now=NAIVE)
     assert snapshot() == before
 
 
@@ -105,18 +105,26 @@ def test_a_bad_reason_is_refused_naming_the_reason(root, dead, name, reason, mes
 @pytest.mark.parametrize(
     ("actor", "reason", "message"),
     [
-        ("alice", "", "schedule 'billing.nightly': reason: say why"),
-        ("alice", "acme\x00", "reason: must not contain NUL"),
-        ("al\x00ice", "why", "actor: a name of 1-200 printable characters"),
-        ("a" * 201, "why", "actor: a name of 1-200 printable characters"),
-        ("", "why", "actor: a name of 1-200 printable characters"),
+        ("root", "", "schedule 'billing.nightly': reason: say why"),
+        ("root", "acme\x00", "reason: must not contain NUL"),
+        # A name is not a user: it could claim to be anyone, django_jobs.sync included.
+        ("alice", "why", "actor: a Django user is needed"),
+        ("django_jobs.sync", "why", "actor: a Django user is needed"),
+        (None, "why", "actor: a Django user is needed"),
+        # Regression: NUL and long actor names reached PostgreSQL (a DataError).
+        (User(username="al\x00ice", is_superuser=True), "why", "actor: a name of 1-200 printable"),
+        (User(username="a" * 201, is_superuser=True), "why", "actor: a name of 1-200 printable"),
     ],
 )
-def test_upsert_refuses_a_bad_actor_or_reason_and_writes_nothing(actor, reason, message) -> None:
+def test_upsert_refuses_a_bad_actor_or_reason_and_writes_nothing(
+    root, actor, reason, message
+) -> None:
     """Regression: a missing reason raised a bare ValueError; NUL and long actors a DataError."""
     before = snapshot()
     with pytest.raises(JobsError, match=message):
-        services.upsert_schedule(declaration(), actor=actor, reason=reason, now=T0)
+        services.upsert_schedule(
+            declaration(), actor=root if actor == "root" else actor, reason=reason, now=T0
+        )
     assert snapshot() == before
 
 

@@ -189,7 +189,8 @@ def test_an_operators_cancel_running_stops_the_run_through_its_refused_renewal(c
     inflight = InFlight()
     run = running(inflight, lease, clock)
 
-    assert store.cancel_running(schedule.pk, now=clock.now()) == [lease.occurrence_id]
+    cancelled = store.cancel_running(schedule.pk, tenant=schedule.tenant, now=clock.now())
+    assert cancelled == [lease.occurrence_id]
     keeper_for("keeper", clock, inflight).renew_once()
 
     assert run.cancel.is_set()

@@ -117,22 +117,22 @@ def test_a_record_without_a_reason_is_a_warning_so_migrate_is_not_blocked() -> N
 
 
 def test_a_run_time_local_schedule_without_its_choices_is_refused() -> None:
-    User.objects.create_superuser("root")
+    root = User.objects.create_superuser("root")
     bare = declaration(timing=cron("0 9 * * *", zone="America/New_York"))
     with pytest.raises(
         InvalidSchedule, match=r"'billing.nightly': timing.reason: .*skipped=.*repeated="
     ):
-        services.upsert_schedule(bare, actor="root", reason="tenant signed up", now=T0)
+        services.upsert_schedule(bare, actor=root, reason="tenant signed up", now=T0)
     assert not Schedule.objects.exists()
 
 
 def test_the_reason_is_on_the_record_in_inspect_and_in_the_runbooks() -> None:
-    User.objects.create_superuser("root")
+    root = User.objects.create_superuser("root")
     timing = cron(
         "0 9 * * *", zone="America/New_York", skipped="skip", repeated="both", reason=REASON
     )
     row = services.upsert_schedule(
-        declaration(timing=timing), actor="root", reason="tenant signed up", now=T0
+        declaration(timing=timing), actor=root, reason="tenant signed up", now=T0
     )
     assert (row.zone_reason, row.skipped_time, row.repeated_time) == (REASON, "skip", "both")
     out = StringIO()
@@ -149,7 +149,7 @@ def test_the_admin_schedule_page_shows_the_reason(client) -> None:
         "0 9 * * *", zone="America/New_York", skipped="skip", repeated="both", reason=REASON
     )
     row = services.upsert_schedule(
-        declaration(timing=timing), actor="root", reason="tenant signed up", now=T0
+        declaration(timing=timing), actor=root, reason="tenant signed up", now=T0
     )
     client.force_login(root)
     page = client.get(f"/admin/django_jobs/schedule/{row.pk}/change/").content.decode()

@@ -50,6 +50,7 @@ def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 def test_after_the_quick_start_migrate_and_the_database_checks_pass(fresh_database) -> None:
     for step in (
         ("migrate", "-v0"),
+        ("billing_operator",),  # the user billing_enable_tenant acts as
         ("billing_enable_tenant", "acme", "--zone", "Europe/Berlin"),
         ("runworker", "--once"),
     ):

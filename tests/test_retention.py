@@ -213,7 +213,10 @@ def test_jobs_health_json_reports_the_last_retention_pass(clock) -> None:
 # --- one-offs retire, then go ----------------------------------------------------------
 
 
-def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(root, clock) -> None:
+def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(
+    root, clock, registered
+) -> None:
+    registered("tests.stepped", lambda run: None)  # upsert_schedule wants a registered job
     clock.set(T0)
     services.upsert_schedule(
         declaration(
@@ -255,7 +258,10 @@ def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(root
     assert (removed.tenant, removed.target_id) == ("acme", str(schedule.pk))
 
 
-def test_a_one_off_limited_by_count_is_kept_one_off_keep_seconds(root, clock, settings) -> None:
+def test_a_one_off_limited_by_count_is_kept_one_off_keep_seconds(
+    root, clock, settings, registered
+) -> None:
+    registered("tests.stepped", lambda run: None)
     settings.DJANGO_JOBS = {"ONE_OFF_KEEP_SECONDS": 3600}
     clock.set(T0)
     services.upsert_schedule(
@@ -272,7 +278,8 @@ def test_a_one_off_limited_by_count_is_kept_one_off_keep_seconds(root, clock, se
     assert retention_pass(clock).removed == 1
 
 
-def test_a_replayed_retired_one_off_runs_again_and_retires_again(root, clock) -> None:
+def test_a_replayed_retired_one_off_runs_again_and_retires_again(root, clock, registered) -> None:
+    registered("tests.stepped", lambda run: None)
     clock.set(T0)
     services.upsert_schedule(
         declaration("once", job="tests.stepped", timing=at(T0)),

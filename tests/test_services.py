@@ -32,8 +32,33 @@ pytestmark = pytest.mark.django_db
 AUDITED: list[dict] = []
 
 
-def project_audit_log(**record) -> None:
-    AUDITED.append(record)
+def project_audit_log(
+    *,
+    at,
+    actor,
+    actor_id,
+    action,
+    tenant,
+    schedule_id,
+    target_type,
+    target_id,
+    reason,
+    before,
+    after,
+) -> None:
+    """A project's audit function, taking exactly the keyword arguments documented for
+    ``AUDIT_LOG`` (a new one would fail here)."""
+    AUDITED.append(
+        {
+            "actor": actor,
+            "actor_id": actor_id,
+            "action": action,
+            "tenant": tenant,
+            "schedule_id": schedule_id,
+            "target_id": target_id,
+            "reason": reason,
+        }
+    )
 
 
 @pytest.fixture
@@ -189,8 +214,17 @@ def test_purge_by_retention_limit_is_audited(admin):
 def test_with_audit_selected_the_projects_audit_log_gets_the_record(admin, dead, clock):
     AUDITED.clear()
     services.replay(dead, actor=admin, reason="selected audit", now=clock.now())
-    assert [(r["action"], r["actor"], r["reason"]) for r in AUDITED] == [
-        ("replay", "root", "selected audit")
+    recorded = list(AUDITED)
+    assert recorded == [
+        {
+            "actor": "root",
+            "actor_id": str(admin.pk),
+            "action": "replay",
+            "tenant": "acme",
+            "schedule_id": dead.schedule_id,
+            "target_id": str(dead.pk),
+            "reason": "selected audit",
+        }
     ]
     assert not AuditRecord.objects.filter(action="replay").exists()
 

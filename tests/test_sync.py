@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 
 from django_jobs import after, cron, every, schedule
 from django_jobs.models import AuditRecord, Limit, Origin, Schedule, ScheduleStatus
+from django_jobs.permissions import grant_tenant
 from django_jobs.services import sync_schedules, upsert_schedule
 from django_jobs.worker.planning import plan_due
 
@@ -102,7 +105,11 @@ def test_a_runtime_per_tenant_schedule_is_validated_like_a_declared_one_and_audi
         register=False,
         **OWNERS,
     )
-    row = upsert_schedule(declaration, actor="alice", reason="acme turned on statements", now=T0)
+    alice = User.objects.create_user("alice")
+    operators = Group.objects.create(name="acme-operators")
+    alice.groups.add(operators)
+    grant_tenant(operators, "acme", "change")  # may create and change acme's schedules
+    row = upsert_schedule(declaration, actor=alice, reason="acme turned on statements", now=T0)
     assert (row.tenant, row.origin) == ("acme", Origin.RUNTIME)
     audit = AuditRecord.objects.get(target_id=str(row.pk))
     assert (audit.actor, audit.reason, audit.tenant) == (
@@ -133,6 +140,7 @@ def test_jobs_sync_command_reports_what_it_did(capsys) -> None:
 
 
 def test_the_example_tenant_command_creates_a_runtime_schedule_in_the_tenants_zone(capsys) -> None:
+    call_command("billing_operator", stdout=StringIO())  # the user it acts as
     call_command("billing_enable_tenant", "acme", "--zone", "Europe/Berlin")
     row = Schedule.objects.get(tenant="acme", key="billing.tenant-statements")
     assert (row.origin, row.time_zone, row.cron) == (Origin.RUNTIME, "Europe/Berlin", "0 9 * * *")

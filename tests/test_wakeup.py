@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import User
 
 from django_jobs import every, store
 from django_jobs.services import upsert_schedule
@@ -58,7 +59,8 @@ def test_a_runtime_schedule_change_wakes_serving_replicas() -> None:
     try:
         assert wakeup.wait(0.01) == "timeout"  # listening now
         pings = declaration("acme.pings", tenant="acme", timing=every(timedelta(minutes=5)))
-        upsert_schedule(pings, actor="alice", reason="acme pings", now=T0)
+        alice = User.objects.create_superuser("alice")
+        upsert_schedule(pings, actor=alice, reason="acme pings", now=T0)
         assert wakeup.wait(60) == "notify"
     finally:
         wakeup.close()

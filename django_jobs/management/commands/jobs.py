@@ -1,12 +1,16 @@
 """``manage.py jobs``: operate scheduled jobs. Thin: parse, call a service, print.
 
 Operator subcommands take ``--actor``, a Django username whose permissions apply (object and
-tenant permissions included) and who is named in the audit record.
+tenant permissions included) and who is named in the audit record. It is self-asserted:
+whoever can run ``manage.py`` holds the database credentials and is trusted in full.
+``DJANGO_JOBS["CLI_ACTOR_RULES"]`` narrows whom it may name (the OS user's own name, no
+superuser), so the audit trail says who ran the command, not merely who they claimed to be.
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import math
 import socket
@@ -32,6 +36,11 @@ ACTED = {
     "run-now": "planned a run of",
 }
 
+
+ACTOR_HELP = (
+    "your Django username: its permissions apply and it is audited (self-asserted unless "
+    "DJANGO_JOBS['CLI_ACTOR_RULES'] pins it)"
+)
 
 # Text arguments checked before anything is looked up: (how the user names it, longest).
 ARGUMENTS = {
@@ -79,6 +88,24 @@ def _instant(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def _need_os_user(username: str) -> None:
+    """``CLI_ACTOR_RULES`` ``"os_user"``: the actor is the OS user running the command, so an
+    operator cannot act, and be audited, under a colleague's name."""
+    try:
+        os_user = getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+        raise CommandError(
+            "--actor: DJANGO_JOBS['CLI_ACTOR_RULES'] requires the OS user's name, and this "
+            "process has none (set LOGNAME or USER)"
+        ) from None
+    if username != os_user:
+        raise CommandError(
+            f"--actor {username!r} is not the OS user running this command ({os_user!r}), and "
+            "DJANGO_JOBS['CLI_ACTOR_RULES'] requires it: run it as that user, or act as "
+            f"{os_user!r}"
+        )
+
+
 def _local_time(schedule: Schedule) -> dict[str, str]:
     """A business-local schedule's zone, its reason and its DST choices (nothing for UTC)."""
     if schedule.timing_kind != "cron" or is_utc(schedule.time_zone):
@@ -105,7 +132,7 @@ class Command(BaseCommand):
             if key:
                 p.add_argument("key", help="the schedule key")
                 p.add_argument("--tenant", default="", help="the schedule's tenant")
-            p.add_argument("--actor", required=True, help="your Django username (audited)")
+            p.add_argument("--actor", required=True, help=ACTOR_HELP)
             if reason:
                 p.add_argument("--reason", required=True, help="why (kept in the audit record)")
             p.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -134,7 +161,7 @@ class Command(BaseCommand):
             help="an instant of the schedule, ISO 8601 with its offset (2026-12-01T09:00Z)",
         )
         replay.add_argument("--tenant", default="", help="the schedule's tenant (with --at)")
-        replay.add_argument("--actor", required=True, help="your Django username (audited)")
+        replay.add_argument("--actor", required=True, help=ACTOR_HELP)
         replay.add_argument("--reason", required=True, help="why (kept in the audit record)")
         replay.add_argument("--json", action="store_true", help="print JSON for scripts")
         disable = operator("disable", "Stop new claims of a schedule.", reason=True)
@@ -203,9 +230,18 @@ class Command(BaseCommand):
 
     def _actor(self, options: dict[str, Any]) -> Any:
         username = options["actor"]
+        rules = get_settings().CLI_ACTOR_RULES
+        if "os_user" in rules:
+            _need_os_user(username)
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"--actor {username!r} is not a user of this project")
+        if "no_superuser" in rules and user.is_superuser:
+            raise CommandError(
+                f"--actor {username!r} is a superuser, and DJANGO_JOBS['CLI_ACTOR_RULES'] "
+                "refuses superusers on the command line: act as a user with the permissions "
+                "the action needs"
+            )
         return user
 
     def _schedule(self, options: dict[str, Any], actor: Any) -> Schedule:
@@ -251,6 +287,7 @@ class Command(BaseCommand):
             self._inspect_occurrence(options, actor, schedule)
             return
         report = services.inspect_schedule(schedule, actor=actor, now=SystemClock().now())
+        schedule = report.schedule  # the row the service read and checked
         data: dict[str, Any] = {
             "schedule": str(schedule),
             "job": schedule.job,

@@ -1,7 +1,8 @@
 """``manage.py billing_enable_tenant TENANT``: a tenant turns on its nightly statements.
 
 Creates a run-time, per-tenant schedule through django_jobs' service layer, validated and
-audited like a declared one.
+audited like a declared one, as ``--actor``: a Django user who may create and change
+schedules (``manage.py billing_operator`` makes the example's ``billing-admin``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_jobs import InvalidSchedule, JobsError, Misfire, cron, schedule
@@ -22,9 +24,19 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("tenant")
         parser.add_argument("--zone", default="UTC", help="The tenant's IANA time zone.")
-        parser.add_argument("--actor", default="billing-admin")
+        parser.add_argument(
+            "--actor",
+            default="billing-admin",
+            help="the Django user acting (its permission is checked; audited with its id)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        actor = get_user_model().objects.filter(username=options["actor"]).first()
+        if actor is None:
+            raise CommandError(
+                f"--actor {options['actor']!r} is not a user of this project; create it with "
+                f"manage.py billing_operator {options['actor']}"
+            )
         try:
             declaration = schedule(
                 "billing.tenant-statements",
@@ -50,7 +62,7 @@ class Command(BaseCommand):
         try:
             row = upsert_schedule(
                 declaration,
-                actor=options["actor"],
+                actor=actor,
                 reason=f"{options['tenant']} turned on nightly statements",
                 now=SystemClock().now(),
             )
