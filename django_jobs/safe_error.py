@@ -2,9 +2,34 @@
 
 Only the exception's type and a bounded, single-paragraph message are kept: never a traceback,
 never frame locals, never settings. Secrets in the message are replaced by ``[redacted]``
-before it is bounded, stored or logged: credentials in URLs, ``password=``/``token=``-style
-pairs (JSON-ish ones too), ``Authorization`` headers and common token shapes (AWS access key
-ids, GitHub, Slack, JWTs, PEM private keys), plus the project's ``REDACT_PATTERNS``.
+before it is bounded, stored or logged.
+
+Redaction is pattern matching over the first 64 KiB of the message; it hides a value by the
+shape that carries it:
+
+- a value assigned to a name with a secret word as one of its parts (``password``, ``passwd``,
+  ``passphrase``, ``pwd``, ``secret``, ``token``, ``api_key``, ``access_key``, ``private_key``,
+  ``credentials``, ``cookie``, ``session_id``, and ``auth``/``pass`` as a whole part), with any
+  prefix and any ``_``/``-``/digit/camelCase suffix: ``SECRET_KEY=``, ``DB_PASSWORD_PROD=``,
+  ``password1=``, ``"secretKey": ...``, in ``key=value``, JSON (escaped quotes, JSON inside a
+  JSON string), Python reprs, YAML (a block value runs to the end of its line) and URL-encoded
+  (``password%3D...``, ``%22token%22%3A%22...``) form;
+- credentials in a URL: the password runs to the last ``@`` before the host on its line, so it
+  may hold ``#``, ``/``, ``?``, ``@`` and spaces;
+- command lines as ``CalledProcessError`` prints them (a shell string or a list's repr): a flag
+  named for a secret and its argument (``--password x``, ``--api-key=x``), ``mysql -px``,
+  ``curl -u user:x``;
+- ``Authorization`` headers and common token shapes (AWS access key ids, GitHub, Slack, Stripe,
+  JWTs, PEM private keys), plus the project's ``REDACT_PATTERNS``.
+
+Every pattern looks at the original text and the hidden spans are merged, so one shape cannot
+disturb another (a pattern never sees a ``[redacted]`` another one wrote). What it cannot do:
+see a secret with no name or known shape (``"login failed with hunter2"``), or a secret that
+spans lines. It errs towards hiding: a value named for a secret is hidden even when it is not
+one (``token_type=[redacted]``), and words that only contain a secret word are left alone
+(``max_tokens``, ``author``, ``fe_sendauth``). Each pattern runs in time linear in the text
+(possessive and atomic groups where backtracking could multiply, look-aheads bounded or stopped
+by the next candidate), so a hostile 64 KiB message costs milliseconds, not minutes.
 
 A pattern with named groups ``secret...`` has only those groups replaced (so
 ``password=[redacted]`` still says what was hidden); otherwise the whole match is.
@@ -14,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 REDACTED = "[redacted]"
@@ -23,21 +48,88 @@ _TYPE_MAX = 200
 # more than this, and whatever lies beyond is cut anyway.
 _SCAN_MAX = 64 * 1024
 
-_KEYS = (
-    r"password|passwd|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key"
-    r"|credentials?|session[_-]?id|cookie|auth"
+# A name that says its value is secret: a secret word, then optionally a suffix that starts a
+# new part ("_PROD", "-v2", "1", camelCase "Key"), never more lower-case letters ("tokens",
+# "author"). The prefix is free ("PGPASSWORD", "client_secret") except for the short words
+# "auth" and "pass", which must start a part ("basic_auth", "userPass", "%3Fpass", not "compass").
+_NAME = (
+    r"(?:password|passwd|passphrase|pwd|secret|token|credentials?|cookie|session[_-]?id"
+    r"|(?:api|access|private|encryption|signing|master)[_-]?key"
+    r"|(?-i:(?<![A-Za-z])|(?<=%[0-9A-Fa-f]{2})|(?=[AP]))(?:auth|pass))"
+    r"(?:(?:[_-]\w|\d|(?-i:(?<=[a-z])[A-Z]))[\w-]{0,64}+)?"
 )
-_VALUE = r"""(?:"(?P<secret_dq>[^"\n]*)"?|'(?P<secret_sq>[^'\n]*)'?|(?P<secret>[^\s"',;&}\])>]+))"""
+
+# Quoted strings with backslash escapes (JSON, Python reprs, YAML double quotes), and the body
+# of a JSON string inside a JSON string, where the outer escapes are doubled.
+_DQ = r'(?:[^"\\\n]|\\.)*+'
+_SQ = r"(?:[^'\\\n]|\\.)*+"
+_JQ = r'(?:\\\\(?:\\.|[^\\"\n])|\\[^\\"\n]|[^\\"\n])*+'
+# An unquoted value: it runs to ASCII whitespace (logfmt leaves a no-break space unquoted) or a
+# double quote; other punctuation ends it only where a value cannot go on: before whitespace or
+# the end (``(token=x)``, ``'password=x'``), or before the next ``name=`` (``password=x&u=y``).
+_MARKS = r"',;)\]}>&"
+_PLAIN = rf"""[^ \t\n\r\f\v"{_MARKS}]"""
+_BARE = rf"(?:{_PLAIN}|(?>[{_MARKS}]+)(?={_PLAIN})(?![\w.%-]{{1,64}}=))++"
+_VALUE = (
+    # Adjacent quoted pieces are one value: shell 'hun'"'"'ter', YAML 'it''s'.
+    rf"""(?:(?P<secret_joined>(?:"{_DQ}"|'{_SQ}'){{2,}}+(?:{_BARE})?)"""
+    rf"""|"(?P<secret_dq>{_DQ})(?:"(?P<secret_dq_tail>{_BARE})?)?"""
+    rf"""|'(?P<secret_sq>{_SQ})(?:'(?P<secret_sq_tail>{_BARE})?)?"""
+    rf"""|\\"(?P<secret_jq>{_JQ})"""
+    rf"""|(?P<secret>{_BARE}))"""
+)
+
+# Command lines. A shell word, with its quoting; where a shell word or an element of a list's
+# repr starts (CalledProcessError prints either); the body of the repr quoted by group ``q``.
+_WORD_PIECE = r"""(?:[^\s'"\\]|\\.|'[^'\n]*+'|"(?:[^"\\\n]|\\.)*+")"""
+_SHELL = r"(?<![^\s])(?<!,\s)"
+_ITEM = r"(?:(?<=\[)|(?<=,\s))"
+
+
+def _repr_body(q: str) -> str:
+    return rf"(?:(?!(?P={q}))[^\\\n]|\\.)*+"
+
+
+_FLAG = rf"-{{1,2}}[\w.-]{{0,64}}?{_NAME}"
+_USER_FLAG = r"(?:-u|-U|--user|--proxy-user)"
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
-    # Credentials in a URL: scheme://user:password@host (the password; the last @ ends it).
-    r"://[^\s:/?#@]*:(?P<secret>[^\s/?#]+)@",
+    # Credentials in a URL: scheme://user:password@host. The password runs to the last @
+    # followed by a host on its line (it may hold @, #, /, ? and spaces), not into another URL.
+    r"://[^\s:/?#]*+:(?P<secret>(?:(?!://)[^\n])+)@(?=[^\s@/?#:])",
     # Authorization: Bearer xxx (and Basic, Token, ...), as a header or a key-value pair.
-    r"(?i)\b(?:proxy-)?authorization[\"']?\s{0,5}[:=]\s{0,5}[\"']?"
-    r"(?:(?:bearer|basic|token|digest|negotiate)\s{1,5})?(?P<secret>[^\s\"',;]+)",
+    r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*+[:=][ \t]*+[\"']?"
+    r"(?:(?:bearer|basic|token|digest|negotiate)[ \t]++)?(?P<secret>[^\s\"',;]+)",
     r"(?i)\bbearer\s{1,5}(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)",
-    # password=..., "api_key": "...", PGPASSWORD=..., token: ..., secret='...'
-    rf"(?i)(?:{_KEYS})[\"']?\s{{0,5}}[:=]\s{{0,5}}{_VALUE}",
+    # password=..., "DB_PASSWORD_PROD": "...", secretKey: ..., token => '...', {\"pwd\": \"...\"}
+    # The whole name is read, so a URL's user (https://x-access-token:...@) is left to the
+    # URL pattern, which knows where the host starts.
+    rf"(?i)(?<![\w.-])(?<!//)[\w.-]{{0,64}}?{_NAME}(?:\\?[\"']|\])?[ \t]*+(?::=|=>|==|[:=])\s*+"
+    rf"{_VALUE}",
+    # A YAML block value is everything to the end of its line: "  db_password: two words".
+    rf"(?im)^[ \t]*+(?:-[ \t]+)?[\"']?[\w.-]{{0,64}}?{_NAME}[\"']?[ \t]*+:[ \t]++"
+    r"(?![\"'])(?P<secret>\S(?:[^\n]*\S)?)",
+    # URL-encoded: password%3Dhunter2, %22token%22%3A%20%22...%22 (a JSON string, its \" as %5C%22)
+    rf"(?i){_NAME}(?:%2[27])?%3[AD](?:%20|\+)*+"
+    r"(?:%22(?P<secret_q>(?:%5C(?:%[0-9A-F]{2}|[^\s&%])|(?!%22|%5C)[^\s&\"'<>])*+)"
+    r"|(?P<secret>(?:(?!%26)[^\s&\"'<>])++))",
+    # A flag named for a secret and its argument: --password x, --api-key='x y', and in a
+    # list's repr '--password', 'x' or '--password=x'. pg_dump --password -h db has none.
+    rf"(?i){_SHELL}(?:'{_FLAG}=(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
+    rf"|{_FLAG}(?:=|[ \t]++(?!-))(?P<secret>{_WORD_PIECE}++))",
+    rf"(?i){_ITEM}(?P<q>['\"]){_FLAG}(?:=(?P<secret_eq>{_repr_body('q')})"
+    rf"|(?P=q),\s(?P<q2>['\"])(?!-)(?P<secret>{_repr_body('q2')}))",
+    # mysql -phunter2: the password is glued to -p (and -p alone prompts). The look-ahead
+    # stops at the next "mysql", so a message full of them is still read once.
+    rf"\b(?:mysql|mariadb)[\w-]*+(?:(?!mysql|mariadb)[^\n]){{0,300}}?"
+    rf"(?:{_SHELL}(?:'-p(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
+    rf"|-p(?P<secret>{_WORD_PIECE}++))"
+    rf"|{_ITEM}(?P<q>['\"])-p(?P<secret_item>{_repr_body('q')}))",
+    # curl -u user:password (and --user, --proxy-user): the part after the first colon.
+    rf"{_SHELL}{_USER_FLAG}(?:=|[ \t]++)"
+    rf"(?:[^\s:'\"\\]*+:(?P<secret>{_WORD_PIECE}*+)|(?=['\"][^'\"\n]*:)(?P<secret_q>{_WORD_PIECE}++))",
+    rf"{_ITEM}(?P<q>['\"]){_USER_FLAG}(?:=[^:'\"\\\n]*:(?P<secret_eq>{_repr_body('q')})"
+    rf"|(?P=q),\s(?P<q2>['\"])[^:'\"\\\n]*:(?P<secret>{_repr_body('q2')}))",
     # Token shapes, wherever they appear.
     r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])",
     r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,255}",
@@ -54,30 +146,40 @@ def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p) for p in patterns)
 
 
-def _hide(match: re.Match[str]) -> str:
-    spans = [
-        match.span(name)
-        for name, value in match.groupdict().items()
-        if name.startswith("secret") and value is not None
-    ]
-    if not spans:
-        return REDACTED
-    text, start = match.group(0), match.start()
-    out, last = [], 0
+def _spans(match: re.Match[str]) -> Iterator[tuple[int, int]]:
+    """What ``match`` hides: its non-empty ``secret...`` groups, or all of it if none took part."""
+    groups = [n for n, v in match.groupdict().items() if n.startswith("secret") and v is not None]
+    if not groups:
+        yield match.span()
+    for name in groups:
+        if match.group(name):
+            yield match.span(name)
+
+
+def _hidden(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """``text`` with each run of overlapping or touching spans replaced by one ``[redacted]``."""
+    out: list[str] = []
+    last = 0
     for lo, hi in sorted(spans):
-        out += [text[last : lo - start], REDACTED]
-        last = hi - start
+        if lo < last or (lo == last and out):
+            last = max(last, hi)
+            continue
+        out += [text[last:lo], REDACTED]
+        last = hi
     return "".join([*out, text[last:]])
 
 
 def redact(text: str, patterns: Iterable[str] = ()) -> str:
-    """``text`` with every match of the default patterns and ``patterns`` hidden."""
+    """``text`` with every match of the default patterns and ``patterns`` hidden.
+
+    Every pattern reads the original text and their spans are merged, so the order of the
+    patterns does not matter and no pattern is misled by another's ``[redacted]``.
+    """
     if len(text) > _SCAN_MAX:
         # Drop the last, possibly cut, word too: half a secret matches no pattern.
         text = text[:_SCAN_MAX].rsplit(maxsplit=1)[0] if text[:_SCAN_MAX].split() else ""
-    for pattern in _compiled((*DEFAULT_PATTERNS, *patterns)):
-        text = pattern.sub(_hide, text)
-    return text
+    compiled = _compiled((*DEFAULT_PATTERNS, *patterns))
+    return _hidden(text, (span for p in compiled for m in p.finditer(text) for span in _spans(m)))
 
 
 @dataclass(frozen=True)
