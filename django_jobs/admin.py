@@ -174,6 +174,7 @@ class ScheduleAdmin(ScopedAdmin):
         "status",
         "enabled",
         "next_due_at",
+        "planning",
         "last_outcome",
         "lateness",
         "operating_owner",
@@ -191,6 +192,11 @@ class ScheduleAdmin(ScopedAdmin):
             newest_state=Subquery(newest.values("state")[:1]),
             oldest_due=Subquery(waiting.values("due_at")[:1]),
         )
+
+    @admin.display(description="planning", ordering="parked_field")
+    def planning(self, obj: Any) -> str:
+        """Whether the planner plans it: a parked schedule names the field it refused."""
+        return f"parked: {obj.parked_field}" if obj.parked_field else "planned"
 
     @admin.display(description="last outcome", ordering="newest_state")
     def last_outcome(self, obj: Any) -> str:

@@ -106,6 +106,14 @@ class Schedule(models.Model):
     # When the schedule was retired (sync, or a one-off whose occurrence is final): a retired
     # one-off is removed with its rows once its retention has passed since then.
     retired_at = models.DateTimeField(null=True, blank=True)
+    # Parked: the planner found a value it refuses (``parked_field``, why in
+    # ``parked_reason``) and stopped planning the schedule (``next_due_at`` cleared) until the
+    # record is written again (sync, upsert_schedule, enable). A schedule parked because no
+    # handler of its job was registered on the planning replica is taken up again by the
+    # first replica that has one (a rolling deploy).
+    parked_at = models.DateTimeField(null=True, blank=True)
+    parked_field = models.CharField(max_length=50, blank=True, default="")
+    parked_reason = models.TextField(blank=True, default="")
 
     class Meta:
         # Object permissions (django-guardian) an operator needs on a schedule, besides
@@ -156,6 +164,12 @@ class Schedule(models.Model):
                 fields=["next_due_at"],
                 name="django_jobs_schedule_due",
                 condition=Q(enabled=True, status=ScheduleStatus.ACTIVE),
+            ),
+            # The plan pass takes up schedules parked for a job its replica has (a few rows).
+            models.Index(
+                fields=["job"],
+                name="django_jobs_parked_job",
+                condition=Q(parked_field="job"),
             ),
         ]
 

@@ -187,6 +187,10 @@ def _upsert(
     timing_changed = any(k in TIMING_FIELDS for k in changed)
     if timing_changed or "status" in changed:
         existing.next_due_at = now  # re-plan from the recovery point with the new timing
+    if existing.parked_field:  # written again: the planner checks the new record
+        before["parked"] = f"{existing.parked_field}: {existing.parked_reason}"
+        changed["parked"] = ""
+        _unpark(existing, now=now)
     existing.full_clean(exclude=["running_occurrence"])
     existing.save()
     action = _change_action(before, timing_changed=timing_changed)
@@ -194,6 +198,16 @@ def _upsert(
         existing, now=now, actor=actor, action=action, reason=reason, before=before, after=changed
     )
     return _Upserted(existing, "updated", runbooks.write(existing))
+
+
+def _unpark(schedule: Schedule, *, now: datetime) -> None:
+    """Clear what the planner parked the schedule for and make it due: the next plan pass
+    checks the record again (and parks it again if it still refuses it)."""
+    schedule.parked_at, schedule.parked_field, schedule.parked_reason = None, "", ""
+    schedule.next_due_at = now
+
+
+PARKED_FIELDS = ["parked_at", "parked_field", "parked_reason"]
 
 
 def _change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
@@ -360,6 +374,9 @@ class HealthReport:
     stale: list[str]
     now: datetime
     retention: RetentionState | None = None  # the fleet's last automatic retention pass
+    # Schedules the planner parked (a value it refuses): not a replica's health, but work
+    # that is not being planned; the most recent PARKED_SHOWN of them.
+    parked: list[dict[str, Any]] = field(default_factory=list)
 
     def retention_dict(self) -> dict[str, Any] | None:
         """The last retention pass: its rate, and its lag (how long since retention last
@@ -408,6 +425,7 @@ class HealthReport:
                 for r in self.replicas
             ],
             "retention": self.retention_dict(),
+            "parked": self.parked,
         }
 
 
@@ -418,7 +436,18 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
     )
     stale = [r.id for r in replicas if now - r.heartbeat_at > max_age]
     retention = RetentionState.objects.filter(pk=1).first()
-    return HealthReport(host=host, replicas=replicas, stale=stale, retention=retention, now=now)
+    parked = [
+        {"schedule": str(s), "field": s.parked_field, "reason": s.parked_reason}
+        for s in Schedule.objects.exclude(parked_field="")
+        .filter(enabled=True, status=ScheduleStatus.ACTIVE)
+        .order_by("-parked_at")[:PARKED_SHOWN]
+    ]
+    return HealthReport(
+        host=host, replicas=replicas, stale=stale, retention=retention, now=now, parked=parked
+    )
+
+
+PARKED_SHOWN = 20
 
 
 # --- Operator actions: permission, one transaction, audit -----------------------------------
@@ -762,19 +791,22 @@ def disable(
 
 def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Schedule:
     """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
-    pass and decided by its misfire policy. The record's ``before`` is what the row held:
-    who disabled it, why and when (or that it was not disabled)."""
+    pass and decided by its misfire policy. A schedule the planner parked is checked again at
+    that pass. The record's ``before`` is what the row held: who disabled it, why and when
+    (or that it was not disabled), and why it was parked."""
     reason = _need_reason(reason, f"enabling schedule {_shown(schedule)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = _locked(schedule)
         permissions.require(actor, "disable", schedule)
         before = _disabled_state(schedule)
+        if schedule.parked_field:
+            before["parked"] = f"{schedule.parked_field}: {schedule.parked_reason}"
         schedule.enabled = True
         schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = "", "", None
-        schedule.next_due_at = now
+        _unpark(schedule, now=now)
         schedule.updated_at = now
-        schedule.save(update_fields=[*DISABLED_FIELDS, "next_due_at", "updated_at"])
+        schedule.save(update_fields=[*DISABLED_FIELDS, *PARKED_FIELDS, "next_due_at", "updated_at"])
         _audit(
             schedule,
             now=now,

@@ -42,6 +42,8 @@ _TERMINAL = ("completed", "dead", "skipped", "cancelled")
 
 # ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
 WORKER_LOST = "WorkerLost"
+# ``last_error_type`` of an occurrence whose tenant is not its schedule's (never run).
+TENANT_MISMATCH = "TenantMismatch"
 
 
 @dataclass(frozen=True)
@@ -78,10 +80,13 @@ class Lease:
 
 @dataclass
 class Claimed:
-    """What one claim took: runs to start, and occurrences a lost attempt dead-lettered."""
+    """What one claim took: runs to start, occurrences a lost attempt dead-lettered, and
+    forged ones it refused."""
 
     runs: list[tuple[Lease, Schedule]] = field(default_factory=list)
     dead: list[UUID] = field(default_factory=list)
+    # Occurrences whose tenant is not their schedule's: refused (dead, ``TenantMismatch``).
+    forged: list[UUID] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
         return iter(self.runs)
@@ -199,6 +204,15 @@ def plan(
     return [row[0] for row in rows]
 
 
+def _not_paused(tenant: str, key: str) -> str:
+    """SQL: the schedule is not named by the kill switch ``%(excluded)s`` (conf.py): a bare
+    key in any tenant, ``'<tenant>/<key>'`` or ``'<tenant>/*'``. (``"*"`` is the caller's:
+    nothing is planned or claimed then.)"""
+    return f"""NOT ({key} = ANY(%(excluded)s::text[])
+                OR {tenant} || '/' || {key} = ANY(%(excluded)s::text[])
+                OR {tenant} || '/*' = ANY(%(excluded)s::text[]))"""
+
+
 # The costs of disabled plan types would also push the statement past ``jit_above_cost``,
 # and compiling it takes half a second: JIT goes off with them.
 _ORDERED_WALK = ("enable_sort", "enable_bitmapscan", "enable_seqscan", "jit")
@@ -286,13 +300,16 @@ def claim_runs(
        schedules record the claimed occurrence as the one running.
 
     A missed scheduled run is left for the planner's misfire decision, and a schedule whose
-    overlap policy is not ``allow`` gets at most one processing occurrence.
+    overlap policy is not ``allow`` gets at most one processing occurrence. An occurrence
+    whose tenant is not its schedule's (a row written behind the store's back) is never run:
+    it goes ``dead`` (``TenantMismatch``) and is returned in ``Claimed.forged``.
     """
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
     sql = f"""
         WITH due AS (
             SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
+                   o.tenant <> s.tenant AS forged,
                    -- A lapsed lease whose attempt had started: a lost attempt.
                    CASE WHEN o.state = 'processing' THEN EXISTS (
                        SELECT 1 FROM {ATT} a WHERE a.occurrence_id = o.id
@@ -303,18 +320,16 @@ def claim_runs(
             -- due index in order and stops after ``limit`` rows, however many are due and
             -- however stale the table's statistics (a burst has just inserted them).
             CROSS JOIN LATERAL (
-                SELECT id, enabled, status, key, max_delay, overlap, max_attempts FROM {SCH}
+                SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts
+                FROM {SCH}
                 WHERE id = o.schedule_id OFFSET 0
             ) s
             WHERE o.state IN ('scheduled', 'failed', 'processing')
               AND o.due_at <= %(now)s
               AND s.enabled AND s.status = 'active'
               AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
-              -- The kill switch (conf.py): a bare key in any tenant, '<tenant>/<key>' and
-              -- '<tenant>/*'. The occurrence's tenant is its schedule's.
-              AND NOT (s.key = ANY(%(excluded)s::text[])
-                       OR o.tenant || '/' || s.key = ANY(%(excluded)s::text[])
-                       OR o.tenant || '/*' = ANY(%(excluded)s::text[]))
+              -- The kill switch, by the schedule's tenant and key.
+              AND {_not_paused("s.tenant", "s.key")}
               -- A run missed before it ever started waits for the planner to apply the
               -- misfire policy. One that started and was released on shutdown is resumed.
               AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
@@ -342,6 +357,20 @@ def claim_runs(
             ) ranked
             WHERE overlap = 'allow' OR nth = 1
         ),
+        -- An occurrence whose tenant is not its schedule's was written behind the store's
+        -- back: never run under either tenant's name; dead, saying why.
+        forged AS (
+            UPDATE {OCC} o SET
+                state = 'dead', finished_at = %(now)s, lease_owner = '',
+                lease_expires_at = NULL, last_error_type = '{TENANT_MISMATCH}',
+                last_error_message = 'refused: the occurrence names tenant '
+                    || quote_literal(o.tenant) || ' but its schedule belongs to tenant '
+                    || quote_literal(s.tenant)
+                    || '; it was not written by django_jobs and is not run'
+            FROM picked p, {SCH} s
+            WHERE o.id = p.id AND p.forged AND s.id = p.schedule_id
+            RETURNING o.id
+        ),
         exhausted AS (
             UPDATE {OCC} o SET
                 state = 'dead', finished_at = %(now)s, failures = o.failures + 1,
@@ -352,7 +381,7 @@ def claim_runs(
                     || 'past its lease) before recording one; that used up max_attempts ('
                     || p.max_attempts || '), so it is not run again'
             FROM picked p
-            WHERE o.id = p.id AND p.lapsed AND o.failures + 1 >= p.max_attempts
+            WHERE o.id = p.id AND NOT p.forged AND p.lapsed AND o.failures + 1 >= p.max_attempts
             RETURNING o.id
         ),
         claimed AS (
@@ -366,7 +395,8 @@ def claim_runs(
                 failures = o.failures + picked.lapsed::int,
                 started_at = %(now)s
             FROM picked
-            WHERE o.id = picked.id AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
+            WHERE o.id = picked.id AND NOT picked.forged
+              AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
             RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
                       o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
                       picked.overlap, picked.place
@@ -396,7 +426,8 @@ def claim_runs(
         lost AS (
             UPDATE {ATT} a SET finished_at = %(now)s,
                 outcome = CASE WHEN a.outcome = 'claimed' THEN 'unstarted' ELSE 'lease_lost' END
-            FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted) c
+            FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted
+                  UNION ALL SELECT id FROM forged) c
             WHERE a.occurrence_id = c.id AND a.outcome IN ('running', 'claimed')
         ),
         new_attempts AS (
@@ -412,10 +443,12 @@ def claim_runs(
                {", ".join(f"s.{name} AS s_{name}" for name in RUN_FIELDS)}
         FROM claimed c JOIN {SCH} s ON s.id = c.schedule_id
         UNION ALL
-        -- The occurrences a lost attempt dead-lettered: no token, nothing to run.
-        SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+        -- The occurrences a lost attempt dead-lettered, and forged ones: nothing to run.
+        -- (Which of the two, in the trigger column.)
+        SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL,
                {", ".join("NULL" for _ in RUN_FIELDS)}
-        FROM exhausted
+        FROM (SELECT id, '{WORKER_LOST}' AS why FROM exhausted
+              UNION ALL SELECT id, '{TENANT_MISMATCH}' FROM forged) ended
         ORDER BY was_due NULLS LAST, id
     """
     with transaction.atomic():
@@ -440,7 +473,7 @@ def claim_runs(
     claimed = Claimed()
     for r in rows:
         if r.token is None:
-            claimed.dead.append(r.id)
+            (claimed.forged if r.trigger == TENANT_MISMATCH else claimed.dead).append(r.id)
             continue
         lease = Lease(
             occurrence_id=r.id,
@@ -840,17 +873,110 @@ def database_clock() -> datetime:
 # --- Planning: the worker's plan pass (django_jobs/worker/planning.py) --------------------
 
 
-def lock_schedules_to_plan(*, now: datetime, limit: int) -> list[Schedule]:
+def lock_schedules_to_plan(
+    *,
+    now: datetime,
+    limit: int,
+    exclude_keys: Sequence[str] = (),
+    jobs: Sequence[str] | None = None,
+) -> list[Schedule]:
     """Lock up to ``limit`` active, enabled schedules whose ``next_due_at`` has come.
 
     Must run inside a transaction: the rows stay locked (``SKIP LOCKED`` for other planners)
-    until it commits, so one replica at a time plans a given schedule.
+    until it commits, so one replica at a time plans a given schedule. Schedules named by the
+    kill switch (``exclude_keys``) are not planned. With ``jobs`` (the names this replica has
+    handlers for), only their schedules are, and schedules parked because their job had no
+    handler (``park_unplannable``) whose job is among them are taken up again first.
     """
-    return list(
-        Schedule.objects.select_for_update(skip_locked=True, no_key=True)
-        .filter(enabled=True, status="active", next_due_at__lte=now)
-        .order_by("next_due_at")[:limit]
+    now = ensure_aware_utc(now, name="now")
+    params: dict[str, Any] = {
+        "now": now,
+        "limit": limit,
+        "excluded": list(exclude_keys),
+        "jobs": None if jobs is None else list(jobs),
+    }
+    if jobs is not None:
+        _rows(
+            f"""
+            UPDATE {SCH} SET next_due_at = %(now)s, parked_at = NULL, parked_field = '',
+                parked_reason = ''
+            WHERE id IN (SELECT id FROM {SCH}
+                         WHERE parked_field = 'job' AND job = ANY(%(jobs)s::text[])
+                         FOR NO KEY UPDATE SKIP LOCKED)
+            """,
+            params,
+        )
+    sql = f"""
+        SELECT * FROM {SCH} s
+        WHERE s.enabled AND s.status = 'active' AND s.next_due_at <= %(now)s
+          AND {_not_paused("s.tenant", "s.key")}
+          AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
+        ORDER BY s.next_due_at
+        LIMIT %(limit)s
+        FOR NO KEY UPDATE SKIP LOCKED
+    """
+    return list(Schedule.objects.raw(sql, params))
+
+
+def park(parked: Sequence[tuple[int, str, str]], *, now: datetime) -> None:
+    """Stop planning schedules the planner refuses, each with the field and the reason
+    (``(schedule id, field, reason)``): ``next_due_at`` cleared until the record is written
+    again (sync, ``upsert_schedule``, enable). One statement."""
+    if not parked:
+        return
+    _rows(
+        f"""
+        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = t.field,
+            parked_reason = t.reason
+        FROM unnest(%(ids)s::bigint[], %(fields)s::text[], %(reasons)s::text[])
+             AS t(id, field, reason)
+        WHERE s.id = t.id
+        """,
+        {
+            "now": ensure_aware_utc(now, name="now"),
+            "ids": [p[0] for p in parked],
+            "fields": [p[1] for p in parked],
+            "reasons": [p[2] for p in parked],
+        },
     )
+
+
+def park_unplannable(
+    *, now: datetime, jobs: Sequence[str], overdue: timedelta, replica: str, limit: int
+) -> list[str]:
+    """Park schedules due for longer than ``overdue`` whose job has no handler here
+    (``jobs``): no replica planned them in that time, so none has one. A replica of a
+    release that has the job takes them up again (``lock_schedules_to_plan``). Returns
+    their names."""
+    sql = f"""
+        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = 'job',
+            parked_reason = 'job ' || quote_literal(s.job) || ' has no registered handler on '
+                || 'replica ' || %(replica)s || ', and no replica planned the schedule for '
+                || %(overdue)s || '; register the job (or correct the record), then any '
+                || 'replica that has it plans the schedule again'
+        WHERE s.id IN (
+            SELECT id FROM {SCH}
+            WHERE enabled AND status = 'active' AND next_due_at <= %(before)s
+              AND NOT job = ANY(%(jobs)s::text[])
+            ORDER BY next_due_at
+            LIMIT %(limit)s
+            FOR NO KEY UPDATE SKIP LOCKED
+        )
+        RETURNING s.tenant, s.key
+    """
+    now = ensure_aware_utc(now, name="now")
+    rows = _rows(
+        sql,
+        {
+            "now": now,
+            "before": now - overdue,
+            "jobs": list(jobs),
+            "replica": replica,
+            "overdue": f"{overdue.total_seconds():g} s",
+            "limit": limit,
+        },
+    )
+    return [f"{tenant}/{key}" if tenant else key for tenant, key in rows]
 
 
 @dataclass(frozen=True)
@@ -1033,24 +1159,44 @@ def heartbeat(
     )
 
 
-def next_wakeup(*, now: datetime) -> datetime | None:
+def next_wakeup(
+    *, now: datetime, exclude_keys: Sequence[str] = (), jobs: Sequence[str] | None = None
+) -> datetime | None:
     """The earliest instant at which planning or claiming has work: a schedule's next due
-    instant or a claimable occurrence's ``due_at``. Two index lookups."""
+    instant or a claimable occurrence's ``due_at``. Two index lookups. What this replica would
+    not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
+    jobs) is left out: a replica never wakes for work it then leaves."""
     sql = f"""
         SELECT LEAST(
-            (SELECT min(next_due_at) FROM {SCH} WHERE enabled AND status = 'active'),
-            (SELECT min(due_at) FROM {OCC}
-             WHERE state IN ('scheduled', 'failed', 'processing'))
+            ({_NEXT_SCHEDULE}),
+            (SELECT min(o.due_at) FROM {OCC} o
+             WHERE o.state IN ('scheduled', 'failed', 'processing')
+               AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
+                    SELECT 1 FROM {SCH} s WHERE s.id = o.schedule_id
+                      AND {_not_paused("s.tenant", "s.key")})))
         )
     """
-    value = _rows(sql, {})[0][0]
+    value = _rows(sql, _next_params(exclude_keys, jobs))[0][0]
     return value.astimezone(UTC) if value is not None else None
 
 
-def next_schedule_due() -> datetime | None:
-    """The earliest ``next_due_at`` of an active, enabled schedule (one index lookup)."""
-    sql = f"SELECT min(next_due_at) FROM {SCH} WHERE enabled AND status = 'active'"
-    value = _rows(sql, {})[0][0]
+_NEXT_SCHEDULE = f"""
+    SELECT min(s.next_due_at) FROM {SCH} s WHERE s.enabled AND s.status = 'active'
+      AND (cardinality(%(excluded)s::text[]) = 0 OR {_not_paused("s.tenant", "s.key")})
+      AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
+"""
+
+
+def _next_params(exclude_keys: Sequence[str], jobs: Sequence[str] | None) -> dict[str, Any]:
+    return {"excluded": list(exclude_keys), "jobs": None if jobs is None else list(jobs)}
+
+
+def next_schedule_due(
+    *, exclude_keys: Sequence[str] = (), jobs: Sequence[str] | None = None
+) -> datetime | None:
+    """The earliest ``next_due_at`` of an active, enabled schedule this replica would plan
+    (see ``next_wakeup``); one index lookup."""
+    value = _rows(_NEXT_SCHEDULE, _next_params(exclude_keys, jobs))[0][0]
     return value.astimezone(UTC) if value is not None else None
 
 

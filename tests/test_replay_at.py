@@ -96,7 +96,7 @@ def test_the_recovery_point_does_not_move_so_the_planner_still_plans_what_is_due
 ) -> None:
     schedule = ScheduleFactory.create(job="tests.counted", next_due_at=T0)
     clock.set(T0)
-    run_due(clock, jobs=Registry())  # planned and ran T0
+    run_due(clock, jobs=counting([]))  # planned and ran T0
     clock.set(T0 + timedelta(minutes=3))
     services.replay_at(
         schedule, at=T0 + timedelta(minutes=2), actor=root, reason="early", now=clock.now()

@@ -11,20 +11,33 @@ disabled. The misfire policy decides what missed instants do:
 Skipped instants are recorded one row each up to ``SKIP_RECORD_CAP`` (the most recent ones);
 older ones are summarised by count and range, so a per-second schedule after a 3-day outage
 writes a hundred rows and one summary, not 259,200 rows.
+
+Nothing here trusts the record to be small: however long the gap and whatever the caps say
+(within their bounds, ``MAX_CATCHUP``), one call lists at most about ``max_catchup + 102``
+missed instants and ``ON_TIME_LIMIT`` on-time ones, and counts at most ``HEAD_WINDOW`` of a
+long gap; what is left is planned by the next pass.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ..clock import ensure_aware_utc
 from .policies import Misfire, Overlap
-from .timings import Every, Timing
+from .timings import Every, Timing, neighbours
 
 SKIP_RECORD_CAP = 100
+# The most missed instants a schedule may replay (declarations refuse more; a row that says
+# more is refused here, so no row can make the planner list millions of instants).
+MAX_CATCHUP = 10_000
+# How much of a long gap one pass counts, and how many on-time instants one pass plans, per
+# schedule: a pass stays short whatever a record says, so a replica keeps heartbeating,
+# claiming and enforcing timeouts while it catches up.
+HEAD_WINDOW = timedelta(days=31)
+ON_TIME_LIMIT = 10_000
 _TICK = timedelta(microseconds=1)
 
 
@@ -62,6 +75,7 @@ class PlanDecision:
     skip_pending: list[tuple[datetime, str]] = field(default_factory=list)  # (instant, reason)
     last_scheduled_at: datetime | None = None
     next_due_at: datetime | None = None
+    more: bool = False  # the pass stopped early: the schedule is due again at once
 
 
 class _Missed:
@@ -85,47 +99,112 @@ class _Missed:
 
 
 def plan(request: PlanRequest) -> PlanDecision:
-    """What to do with every instant after the recovery point up to ``now``.
+    """What to do with every instant after the recovery point up to ``now``, or, when that is
+    more than one pass should do, with the first part of them (``PlanDecision.more``).
 
     Steps:
-    1. iterate the timing from just after ``last_scheduled_at`` (or from ``since``);
-    2. sort instants up to ``now`` into missed and on time;
+    1. from just after ``last_scheduled_at`` (or from ``since``), instants later than
+       ``max_delay`` are missed. Only the most recent ``keep`` of them can run or get a row
+       of their own, so the rest are counted, not listed (arithmetic for intervals, a sparse
+       count for cron). A gap longer than ``HEAD_WINDOW`` whose missed instants would all be
+       summarised anyway is counted one window per pass (``_head_only``);
+    2. instants from ``now - max_delay`` up to ``now`` are on time, at most ``ON_TIME_LIMIT``
+       per pass; the rest wait for the next pass;
     3. apply the misfire policy to the missed ones, together with ``pending_missed``;
-    4. the first instant after ``now`` is the schedule's next due instant.
+    4. the first instant after ``now`` is the schedule's next due instant (``now`` itself
+       when the pass left work for the next one).
+
+    Each pass costs at most about ``keep`` listed instants, ``HEAD_WINDOW`` of counting and
+    ``ON_TIME_LIMIT`` instants, whatever the record says: a schedule disabled for a year, or
+    a row claiming to be created in 1970, is planned in bounded passes.
     """
     now = ensure_aware_utc(request.now, name="now")
     start = ensure_aware_utc(request.since, name="since")
     if request.last_scheduled_at is not None:
         start = max(start, ensure_aware_utc(request.last_scheduled_at, name="last") + _TICK)
+    if not 0 <= request.max_catchup <= MAX_CATCHUP:
+        raise ValueError(f"max_catchup must be from 0 to {MAX_CATCHUP}, got {request.max_catchup}")
     # Enough of the most recent missed instants to run, record, and name the last summarised.
     keep = request.max_catchup + SKIP_RECORD_CAP + 2
-    missed = _Missed(keep)  # new missed instants only: pending ones have rows already
     pending = sorted(ensure_aware_utc(i, name="pending_missed") for i in request.pending_missed)
     late_before = now - request.max_delay  # instants before this are missed
+    timing = request.timing
+    if (
+        not isinstance(timing, Every)
+        and start + HEAD_WINDOW < late_before
+        and _at_least(timing, start + HEAD_WINDOW, late_before, keep)
+    ):
+        return _head_only(timing, start, start + HEAD_WINDOW, now=now)
+    missed = _missed(timing, start, late_before, keep)
     on_time: list[datetime] = []
-    next_due = None
-    for instant in _instants(request.timing, start, late_before, missed, keep):
+    next_due, more = None, False
+    for instant in timing.iter_from(max(start, late_before)):
         if instant > now:
             next_due = instant
             break
-        if instant < late_before:
+        if len(on_time) == ON_TIME_LIMIT:
+            next_due, more = now, True  # the rest next pass
+            break
+        on_time.append(instant)
+    return _decide(request, missed, pending, on_time, next_due, more=more)
+
+
+def _at_least(timing: Timing, start: datetime, end: datetime, count: int) -> bool:
+    """Whether ``[start, end)`` holds at least ``count`` instants, counting back from ``end``
+    in growing windows: costs about what the most recent ``count`` instants cost."""
+    found, window, hi = 0, timedelta(days=1), end
+    while hi > start:
+        lo = max(start, hi - window)
+        found += timing.count_between(lo, hi)
+        if found >= count:
+            return True
+        hi, window = lo, window * 2
+    return False
+
+
+def _head_only(timing: Timing, start: datetime, end: datetime, *, now: datetime) -> PlanDecision:
+    """A pass over ``[start, end)`` of a long gap whose instants are all skipped, whatever
+    the policy (at least ``keep`` missed instants follow them): summarised by count and
+    range, the recovery point moved to ``end``, and the schedule due again at once."""
+    count = timing.count_between(start, end)
+    summary = None
+    if count:
+        first = next(iter(timing.iter_from(start)))
+        last, _ = neighbours(timing, end)
+        assert last is not None
+        summary = SkipSummary(count, first, last)
+    return PlanDecision(summary=summary, last_scheduled_at=end - _TICK, next_due_at=now, more=True)
+
+
+def _missed(timing: Timing, start: datetime, end: datetime, keep: int) -> _Missed:
+    """The missed instants ``[start, end)``: the most recent ``keep`` listed, the others
+    counted (intervals arithmetically; other timings by ``count_between`` before the
+    listed tail, found counting back from ``end``)."""
+    missed = _Missed(keep)
+    if end <= start:
+        return missed
+    if isinstance(timing, Every):
+        if timing.count_between(start, end) > keep:
+            tail_start = end - timing.interval * keep
+            first = timing.anchor + timing.interval * timing.index_at_or_after(start)
+            missed.add_count(timing.count_between(start, tail_start), first)
+            start = tail_start
+        for instant in timing.between(start, end):
             missed.add(instant)
-        else:
-            on_time.append(instant)
-    return _decide(request, missed, pending, on_time, next_due)
-
-
-def _instants(
-    timing: Timing, start: datetime, late_before: datetime, missed: _Missed, keep: int
-) -> Iterable[datetime]:
-    """The timing's instants from ``start``; for intervals, long runs of missed instants are
-    counted arithmetically instead of one by one."""
-    if isinstance(timing, Every) and timing.count_between(start, late_before) > keep:
-        tail_start = late_before - timing.interval * keep
-        first = timing.anchor + timing.interval * timing.index_at_or_after(start)
-        missed.add_count(timing.count_between(start, tail_start), first)
-        start = tail_start
-    return timing.iter_from(start)
+        return missed
+    tail: list[datetime] = []
+    window, lo = timedelta(hours=1), end
+    while len(tail) <= keep and lo > start:
+        hi, lo = lo, max(start, lo - window)
+        tail = timing.between(lo, hi) + tail
+        window *= 2
+    if lo > start:  # more before the tail: counted
+        before = timing.count_between(start, lo)
+        if before:
+            missed.add_count(before, next(iter(timing.iter_from(start))))
+    for instant in tail:
+        missed.add(instant)
+    return missed
 
 
 def _decide(
@@ -134,6 +213,8 @@ def _decide(
     pending: list[datetime],
     on_time: list[datetime],
     next_due: datetime | None,
+    *,
+    more: bool,
 ) -> PlanDecision:
     """Apply the misfire and overlap policies.
 
@@ -181,4 +262,5 @@ def _decide(
         skip_pending=sorted(skip_pending),
         last_scheduled_at=max(considered, default=None),
         next_due_at=next_due,
+        more=more,
     )

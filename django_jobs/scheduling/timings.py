@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 from ..clock import ensure_aware_utc
 from . import cron as cronlib
 from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
-from .zones import resolve, zone
+from .zones import gap_end, resolve, zone
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_REASON = 500
@@ -58,6 +58,9 @@ _FIRST_WINDOW = timedelta(hours=1)
 _MAX_WINDOW = timedelta(days=31)
 _HORIZON = timedelta(days=366 * 30)
 _SAMPLE = timedelta(minutes=30)
+# How often a long span is sampled for offset changes (no zone changes its offset twice
+# within 12 hours).
+_COUNT_SAMPLE = timedelta(hours=12)
 
 
 class InvalidTiming(ValueError):
@@ -77,6 +80,8 @@ class Timing(Protocol):
 
     def between(self, start: datetime, end: datetime) -> list[datetime]: ...
 
+    def count_between(self, start: datetime, end: datetime) -> int: ...
+
     def iter_from(self, start: datetime) -> Iterator[datetime]: ...
 
     def record_fields(self) -> dict[str, Any]: ...
@@ -92,6 +97,25 @@ def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
         if t.astimezone(tz).utcoffset() != offset:
             return True
     return False
+
+
+def _offset_transitions(
+    tz: ZoneInfo, start: datetime, end: datetime
+) -> list[tuple[datetime, timedelta]]:
+    """Where ``tz`` changes its UTC offset in ``(start, end]``, each with the size of the
+    change."""
+    found = []
+    t, offset = start, start.astimezone(tz).utcoffset()
+    while t < end:
+        following = min(t + _COUNT_SAMPLE, end)
+        new = following.astimezone(tz).utcoffset()
+        if new != offset:
+            assert new is not None
+            assert offset is not None
+            found.append((gap_end(t, following, tz), abs(new - offset)))
+            offset = new
+        t = following
+    return found
 
 
 def _bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
@@ -170,6 +194,45 @@ class Cron:
             if start <= instant < end
         }
         return sorted(found)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        """How many instants ``between`` would list, without listing them.
+
+        Stretches where the zone keeps one offset are counted as wall times
+        (``cron.count``, a step per matching day); around each offset change, as far as its
+        skipped and repeated local times reach, the instants are listed by ``between``, so
+        the skipped/repeated rules count exactly as they run.
+        """
+        self.validate()
+        start, end = _bounds(start, end)
+        if end <= start:
+            return 0
+        tz = zone(self.zone)
+        listed: list[tuple[datetime, datetime]] = []
+        for instant, change in _offset_transitions(tz, start, end):
+            lo, hi = (
+                max(start, instant - change - _WALL_MARGIN),
+                min(end, instant + change + _WALL_MARGIN),
+            )
+            if listed and lo <= listed[-1][1]:
+                lo = listed.pop()[0]
+            listed.append((lo, hi))
+        total, counted_to = 0, start
+        for lo, hi in listed:
+            total += self._count_one_offset(tz, counted_to, lo) + len(self.between(lo, hi))
+            counted_to = hi
+        return total + self._count_one_offset(tz, counted_to, end)
+
+    def _count_one_offset(self, tz: ZoneInfo, start: datetime, end: datetime) -> int:
+        """The instants in ``[start, end)``, where ``tz`` keeps one offset: one per wall time."""
+        if end <= start:
+            return 0
+        offset = start.astimezone(tz).utcoffset()
+        assert offset is not None
+        tick = timedelta(microseconds=1)
+        wall_lo = (start + offset).replace(tzinfo=None) - tick
+        wall_hi = (end + offset).replace(tzinfo=None) - tick
+        return cronlib.count(self.expr, wall_lo, wall_hi)
 
     def iter_from(self, start: datetime) -> Iterator[datetime]:
         """Instants from ``start`` on, evaluated window by window (windows grow while empty)."""
@@ -298,6 +361,9 @@ class At:
         start, end = _bounds(start, end)
         return [self.instant] if start <= self.instant < end else []
 
+    def count_between(self, start: datetime, end: datetime) -> int:
+        return len(self.between(start, end))
+
     def iter_from(self, start: datetime) -> Iterator[datetime]:
         if self.validate().instant >= ensure_aware_utc(start, name="start"):
             yield self.instant
@@ -345,6 +411,9 @@ class After:
 
     def between(self, start: datetime, end: datetime) -> list[datetime]:
         return At(self.instant).between(start, end)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        return len(self.between(start, end))
 
     def iter_from(self, start: datetime) -> Iterator[datetime]:
         return At(self.instant).iter_from(start)

@@ -39,7 +39,7 @@ from .executor import (
 from .inflight import ActiveRun, CancelReason, InFlight, RunState
 from .leases import LeaseKeeper
 from .outage import STORE_OUTAGE, Backoff, OutageLog
-from .planning import plan_due
+from .planning import PASS_BUDGET_SECONDS, plan_due
 from .retention import RetentionKeeper
 from .wakeup import Wakeup, conninfo_from_django
 
@@ -241,26 +241,69 @@ class Worker:
         )
         for occurrence in claimed.dead:
             log.error("occurrence.dead", occurrence=str(occurrence), error_type=store.WORKER_LOST)
+        for occurrence in claimed.forged:
+            log.error(
+                "occurrence.refused", occurrence=str(occurrence), error_type=store.TENANT_MISMATCH
+            )
         for n, (lease, schedule) in enumerate(claimed.runs):
             self._start(lease, schedule, now, ahead=n >= start_now)
-        return len(claimed.runs) + len(claimed.dead), asked
+        return len(claimed.runs) + len(claimed.dead) + len(claimed.forged), asked
+
+    def _jobs(self) -> list[str]:
+        """The jobs this replica has handlers for: the only ones it plans."""
+        return self._execution.registry.names()
 
     def _plan(self, now: datetime) -> None:
-        limit = self.settings.PLAN_BATCH_SIZE
-        planned = plan_due(now=now, limit=limit)
+        """One plan pass, bounded in time (``PASS_BUDGET_SECONDS``): a pass that left work
+        (a long gap, a large batch) plans again at the next step, after this step's claim,
+        the next heartbeat and timeout enforcement.
+
+        Not the kill switch's schedules (``"*"``: nothing), and only schedules whose job has a
+        handler here: in a rolling deploy, an old replica leaves a new job's schedule to the
+        replicas that have it. One due for ``_unplannable_after()`` that no replica planned
+        is parked saying so (``store.park_unplannable``)."""
+        kill_switch = get_settings()  # read afresh at every pass
+        if kill_switch.paused_all:
+            self._plan_at = now + timedelta(seconds=self.settings.POLL_SECONDS)
+            return
+        limit, paused, jobs = (
+            self.settings.PLAN_BATCH_SIZE,
+            kill_switch.PAUSED_SCHEDULES,
+            self._jobs(),
+        )
+        planned = plan_due(
+            now=now,
+            limit=limit,
+            exclude_keys=paused,
+            jobs=jobs,
+            budget_seconds=PASS_BUDGET_SECONDS,
+        )
+        for name in store.park_unplannable(
+            now=now,
+            jobs=jobs,
+            overdue=self._unplannable_after(),
+            replica=self.replica_id,
+            limit=limit,
+        ):
+            log.error("schedule.invalid", schedule=name, field="job", error_type="UnknownJob")
         if planned.planned:
             store.notify("plan")
         if self._plan_at is None:
             return
-        if planned.schedules >= limit:
+        if planned.schedules >= limit or planned.more:
             self._plan_at = now  # more is due: plan again at the next step
             return
         # Nothing more is due until the earliest next_due_at; a NOTIFY (an operator's enable
         # or run-now, another replica's plan), or POLL_SECONDS at the latest, brings it
         # forward. A schedule changed without a notify waits at most that long.
         poll = now + timedelta(seconds=self.settings.POLL_SECONDS)
-        due = store.next_schedule_due()
+        due = store.next_schedule_due(exclude_keys=paused, jobs=jobs)
         self._plan_at = poll if due is None else min(due, poll)
+
+    def _unplannable_after(self) -> timedelta:
+        """How long a schedule whose job has no handler here may stay due, unplanned, before
+        this replica parks it: long enough for any replica that has the job to plan it."""
+        return max(timedelta(minutes=1), 10 * timedelta(seconds=self.settings.POLL_SECONDS))
 
     def _claim_ahead(self) -> int:
         """How many occurrences to claim beyond the free run threads.
@@ -476,8 +519,14 @@ class Worker:
         heartbeat."""
         now = self.clock.now()
         candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._next_heartbeat]
-        if self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency:
-            due = store.next_wakeup(now=now)
+        kill_switch = get_settings()
+        if (
+            self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency
+            and not kill_switch.paused_all
+        ):
+            due = store.next_wakeup(
+                now=now, exclude_keys=kill_switch.PAUSED_SCHEDULES, jobs=self._jobs()
+            )
             if due is not None:
                 candidates.append(due)
                 if self._plan_at is not None:

@@ -298,6 +298,13 @@ class Command(BaseCommand):
             if not schedule.enabled
             else None,
             "next_due_at": schedule.next_due_at,
+            "parked": {
+                "field": schedule.parked_field,
+                "reason": schedule.parked_reason,
+                "at": schedule.parked_at,
+            }
+            if schedule.parked_field
+            else None,
             "next_runs": report.next_runs,
             "last_scheduled_at": schedule.last_scheduled_at,
             "last_started_at": schedule.last_started_at,
@@ -550,6 +557,10 @@ class Command(BaseCommand):
                     f"retention: last pass {retention['last_pass_at']} by "
                     f"{retention['replica']}, deleted {retention['deleted']} "
                     f"({retention['rows_per_second']}/s), lag {retention['lag_seconds']}s"
+                )
+            for parked in report.parked:
+                self.stdout.write(
+                    f"parked: {parked['schedule']} ({parked['field']}): {parked['reason']}"
                 )
         if not report.healthy:
             raise CommandError(report.problem)
