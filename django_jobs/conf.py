@@ -31,9 +31,9 @@ RETENTION_BUDGET_SECONDS  10       the longest one retention pass keeps deleting
 ONE_OFF_KEEP_SECONDS      604800   how long a retired one-off whose Limit only counts
                                    (``keep_last``) is kept before it is removed with its
                                    rows (one with ``keep_for`` is kept that long)
-PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may claim, read
-                                   by workers at every pass: ``"*"`` (all), a bare key
-                                   (that key in every tenant), ``"<tenant>/<key>"``
+PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may plan or
+                                   claim, read by workers at every pass: ``"*"`` (all),
+                                   a bare key (that key in every tenant), ``"<tenant>/<key>"``
                                    (that key in one tenant), ``"<tenant>/*"`` (every
                                    schedule of one tenant); see below
 AUDIT_LOG                 None     dotted path of the project's audit function; without
