@@ -86,11 +86,12 @@ def test_a_year_long_per_minute_gap_is_planned_in_bounded_passes() -> None:
         last_scheduled_at=T0 - timedelta(days=365),
         next_due_at=T0,
     )
-    recovery_points = [year.last_scheduled_at]
-    passes = []
+    recovery_points: list[datetime] = [T0 - timedelta(days=365)]
+    passes: list[tuple[Any, int]] = []
     while year.next_due_at is not None and year.next_due_at <= T0 and len(passes) < 100:
         passes.append(peak_memory(lambda: plan_due(now=T0)))
         year.refresh_from_db()
+        assert year.last_scheduled_at is not None
         recovery_points.append(year.last_scheduled_at)
 
     assert len(passes) >= 365 // HEAD_WINDOW.days
@@ -323,7 +324,9 @@ def test_a_paused_replica_does_not_wake_for_work_it_may_not_take(worker, clock) 
     later = T0 + timedelta(minutes=10)
     paused = ["acme/report"]
 
-    assert store.next_wakeup(now=later) <= later  # due now: without the switch, wake
+    due = store.next_wakeup(now=later)
+    assert due is not None
+    assert due <= later  # due now: without the switch, wake
     assert store.next_wakeup(now=later, exclude_keys=paused) is None
     assert store.next_schedule_due(exclude_keys=paused) is None
     assert store.next_schedule_due(jobs=["tests.other"]) is None

@@ -107,6 +107,7 @@ def test_a_replica_catching_up_a_year_of_per_minute_gaps_keeps_heartbeating_and_
         schedule.refresh_from_db()
         summaries = AuditRecord.objects.filter(action="misfire.skipped", schedule_id=schedule.pk)
         rows = Occurrence.objects.filter(schedule=schedule).count()
+        assert schedule.last_scheduled_at is not None
         first = (now - timedelta(days=365)).replace(second=0) + timedelta(minutes=1)
         minutes = (schedule.last_scheduled_at - first) // timedelta(minutes=1) + 1
         assert sum(r.after["count"] for r in summaries) + rows == minutes
