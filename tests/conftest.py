@@ -4,7 +4,7 @@ import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import environ
 import pytest
@@ -12,6 +12,10 @@ import pytest
 from django_jobs.testing import FakeClock
 
 from .processes import Cluster, Replica
+
+if TYPE_CHECKING:
+    from django_jobs.registry import Registry
+    from django_jobs.worker.loop import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,3 +78,30 @@ def registered() -> Iterator[Callable[..., None]]:
     yield register
     for name in names:
         registry.unregister(name)
+
+
+@pytest.fixture
+def inline_worker(clock: FakeClock) -> Iterator[Callable[..., Worker]]:
+    """Make inline workers (``inline_worker(jobs)``): each runs occurrences in the test's
+    thread and transaction, on the test's clock; closed after the test."""
+    from django_jobs.conf import get_settings
+    from django_jobs.worker.loop import Worker
+
+    made: list[Worker] = []
+
+    def make(jobs: Registry, *, replica_id: str | None = None) -> Worker:
+        made.append(
+            Worker(
+                replica_id=replica_id or f"replica-{len(made) + 1}",
+                clock=clock,
+                jobs=jobs,
+                settings=get_settings(),
+                listen=False,
+                inline=True,
+            )
+        )
+        return made[-1]
+
+    yield make
+    for worker in made:
+        worker.close()

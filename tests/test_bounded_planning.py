@@ -12,7 +12,7 @@ import itertools
 import json
 import socket
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +23,6 @@ from django.test import override_settings
 from structlog.testing import capture_logs
 
 from django_jobs import services, store
-from django_jobs.conf import get_settings
 from django_jobs.identity import occurrence_id
 from django_jobs.models import AuditRecord, Occurrence, OccurrenceState, Schedule
 from django_jobs.registry import Registry
@@ -34,7 +33,6 @@ from django_jobs.scheduling.planner import (
     SKIP_RECORD_CAP,
 )
 from django_jobs.scheduling.policies import MAX_DURATION
-from django_jobs.testing import FakeClock
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.planning import plan_due
 
@@ -275,25 +273,9 @@ def jobs(ran: list[str]) -> Registry:
 
 
 @pytest.fixture
-def worker(jobs: Registry, clock: FakeClock) -> Iterator[Callable[..., Worker]]:
-    made: list[Worker] = []
-
-    def make(registry: Registry = jobs) -> Worker:
-        made.append(
-            Worker(
-                replica_id=f"replica-{len(made)}",
-                clock=clock,
-                jobs=registry,
-                settings=get_settings(),
-                listen=False,
-                inline=True,
-            )
-        )
-        return made[-1]
-
-    yield make
-    for w in made:
-        w.close()
+def worker(jobs: Registry, inline_worker) -> Callable[..., Worker]:
+    """An inline worker, with this test's jobs unless given others."""
+    return lambda registry=jobs: inline_worker(registry)
 
 
 @pytest.mark.parametrize("paused", [["acme/*"], ["acme/report"], ["report"], ["*"]])
@@ -372,7 +354,7 @@ def test_a_replica_plans_only_schedules_whose_job_it_has(worker, clock, ran) -> 
     newer.refresh_from_db()
     assert (newer.next_due_at, newer.parked_field) == (None, "job")
     assert "'tests.newer'" in newer.parked_reason
-    assert "replica-0" in newer.parked_reason
+    assert "replica-1" in newer.parked_reason
     assert [e["schedule"] for e in logs if e["event"] == "schedule.invalid"] == ["newer"]
 
     upgraded = Registry()

@@ -148,19 +148,10 @@ def jobs() -> Registry:
 
 
 @pytest.fixture
-def inline(jobs: Registry, clock: FakeClock) -> Iterator[Worker]:
+def inline(jobs: Registry, clock: FakeClock, inline_worker: Callable[..., Worker]) -> Worker:
     """Runs in the test's thread and transaction."""
-    worker = Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
     clock.set(T0)
-    yield worker
-    worker.close()
+    return inline_worker(jobs)
 
 
 @pytest.fixture
