@@ -39,6 +39,8 @@ def state_of(schedule: Schedule) -> Counter[str]:
 def test_three_replicas_complete_every_occurrence_exactly_once(start) -> None:
     schedule = due_schedule("proc.effect", 300)
     replicas = [start(f"r{n}", concurrency=4) for n in range(3)]
+    for replica in replicas:  # each has its signal handlers before it is told to stop
+        replica.wait_logged("worker.started")
 
     wait_until(lambda: state_of(schedule)["completed"] == 300, timeout=120, what="300 completions")
 
