@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from django.db import connection, transaction
+from django.db.models import DateField, DateTimeField, DurationField
 
 from .clock import ensure_aware_utc
 from .identity import occurrence_id
@@ -213,6 +214,55 @@ def _not_paused(tenant: str, key: str) -> str:
                 OR {tenant} || '/*' = ANY(%(excluded)s::text[]))"""
 
 
+# Values PostgreSQL stores and Python cannot hold, so psycopg refuses to load them: an interval
+# beyond timedelta's 999,999,999 days, an instant before year 1 or after 9999 ('infinity'). A
+# row holding one is written behind django_jobs' back; statements that load rows leave it out
+# (and the planner parks it, ``park_unreadable``), so it cannot fail every pass of every
+# replica.
+_PY_SECONDS = 86_000_000_000_000  # under 999,999,999 days however psycopg counts years
+
+
+def _loadable(column: str, kind: str) -> str:
+    """SQL: ``column`` (of type ``kind``: interval, timestamptz or date) is NULL or loadable."""
+    if kind == "interval":
+        return f"({column} IS NULL OR abs(extract(epoch FROM {column})) < {_PY_SECONDS})"
+    if kind == "timestamptz":
+        bounds = "'0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+    else:
+        bounds = "'0001-01-01' AND '9999-12-31'"
+    return f"({column} IS NULL OR {column} BETWEEN {bounds})"
+
+
+def _sql_kind(field: Any) -> str | None:
+    if isinstance(field, DurationField):
+        return "interval"
+    if isinstance(field, DateTimeField):
+        return "timestamptz"
+    if isinstance(field, DateField):
+        return "date"
+    return None
+
+
+# (column, kind) of every Schedule column whose value Python may fail to hold.
+_SCHEDULE_VALUES = [
+    (f.column, kind) for f in Schedule._meta.concrete_fields if (kind := _sql_kind(f)) is not None
+]
+# Those the claim loads (RUN_FIELDS) or computes with.
+_RUN_VALUES = [
+    (c, k) for c, k in _SCHEDULE_VALUES if c in {"timeout", "backoff", "max_backoff", "max_delay"}
+]
+
+
+def _capped(max_delay: str) -> str:
+    """SQL: ``max_delay`` within 0 and 100,000 days, so that an instant minus it never leaves
+    the calendar (a row's value may be anything): a longer one never makes a run missed."""
+    return f"GREATEST(LEAST({max_delay}, interval '100000 days'), interval '0')"
+
+
+def _all_loadable(alias: str, values: Sequence[tuple[str, str]]) -> str:
+    return " AND ".join(_loadable(f"{alias}.{c}", k) for c, k in values)
+
+
 # The costs of disabled plan types would also push the statement past ``jit_above_cost``,
 # and compiling it takes half a second: JIT goes off with them.
 _ORDERED_WALK = ("enable_sort", "enable_bitmapscan", "enable_seqscan", "jit")
@@ -320,20 +370,27 @@ def claim_runs(
             -- due index in order and stops after ``limit`` rows, however many are due and
             -- however stale the table's statistics (a burst has just inserted them).
             CROSS JOIN LATERAL (
-                SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts
+                SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts,
+                       timeout, backoff, max_backoff
                 FROM {SCH}
                 WHERE id = o.schedule_id OFFSET 0
             ) s
             WHERE o.state IN ('scheduled', 'failed', 'processing')
               AND o.due_at <= %(now)s
               AND s.enabled AND s.status = 'active'
+              -- Values a claim could not load (see _loadable): never claimed.
+              AND {_all_loadable("s", _RUN_VALUES)}
+              AND {_loadable("o.due_at", "timestamptz")}
+              AND {_loadable("o.scheduled_at", "timestamptz")}
               AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
               -- The kill switch, by the schedule's tenant and key.
               AND {_not_paused("s.tenant", "s.key")}
               -- A run missed before it ever started waits for the planner to apply the
               -- misfire policy. One that started and was released on shutdown is resumed.
-              AND NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
-                       AND o.scheduled_at + s.max_delay < %(now)s)
+              -- (A forged one is refused all the same: no planner decides it.)
+              AND (o.tenant <> s.tenant
+                   OR NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
+                           AND o.scheduled_at < %(now)s - {_capped("s.max_delay")}))
               -- Overlap skip/queue: one processing occurrence per schedule at a time. The
               -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
               -- its latest version, so two claimers can never both start a run of it.
@@ -910,12 +967,46 @@ def lock_schedules_to_plan(
         SELECT * FROM {SCH} s
         WHERE s.enabled AND s.status = 'active' AND s.next_due_at <= %(now)s
           AND {_not_paused("s.tenant", "s.key")}
+          AND {_all_loadable("s", _SCHEDULE_VALUES)}
           AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
         ORDER BY s.next_due_at
         LIMIT %(limit)s
         FOR NO KEY UPDATE SKIP LOCKED
     """
     return list(Schedule.objects.raw(sql, params))
+
+
+def park_unreadable(*, now: datetime, limit: int) -> list[tuple[str, str]]:
+    """Park due schedules holding a value Python cannot hold (see ``_loadable``), naming the
+    column and the value: loading such a row would fail the pass that read it, at every pass
+    of every replica. One statement; returns (schedule name, column) of each."""
+    field = (
+        "CASE "
+        + " ".join(f"WHEN NOT {_loadable(c, k)} THEN '{c}'" for c, k in _SCHEDULE_VALUES)
+        + " END"
+    )
+    value = (
+        "CASE "
+        + " ".join(f"WHEN NOT {_loadable(c, k)} THEN {c}::text" for c, k in _SCHEDULE_VALUES)
+        + " END"
+    )
+    sql = f"""
+        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = u.field,
+            parked_reason = u.field || ': ' || quote_literal(u.value) || ' is beyond what '
+                || 'the worker can read (an interval of at most 999,999,999 days, an instant '
+                || 'from year 1 to 9999); correct the record'
+        FROM (
+            SELECT id, {field} AS field, {value} AS value FROM {SCH}
+            WHERE enabled AND status = 'active' AND next_due_at <= %(now)s
+              AND NOT ({_all_loadable(SCH, _SCHEDULE_VALUES)})
+            LIMIT %(limit)s
+            FOR NO KEY UPDATE SKIP LOCKED
+        ) u
+        WHERE s.id = u.id
+        RETURNING s.tenant, s.key, u.field
+    """
+    rows = _rows(sql, {"now": ensure_aware_utc(now, name="now"), "limit": limit})
+    return [(f"{tenant}/{key}" if tenant else key, column) for tenant, key, column in rows]
 
 
 def park(parked: Sequence[tuple[int, str, str]], *, now: datetime) -> None:
@@ -999,18 +1090,23 @@ def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> Plannin
         return PlanningContext({}, frozenset())
     sql = f"""
         SELECT o.schedule_id, o.scheduled_at, o.state = 'processing'
-        FROM unnest(%(ids)s::bigint[], %(max_delays)s::interval[], %(ask_running)s::bool[])
-             AS t(id, max_delay, ask_running)
+        FROM unnest(%(ids)s::bigint[], %(tenants)s::text[], %(max_delays)s::interval[],
+                    %(ask_running)s::bool[])
+             AS t(id, tenant, max_delay, ask_running)
         JOIN {OCC} o ON o.schedule_id = t.id AND o.state IN ('scheduled', 'failed', 'processing')
-        WHERE (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
-               AND o.scheduled_at + t.max_delay < %(now)s)
-           OR (o.state = 'processing' AND t.ask_running)
+        -- Only the schedule's own occurrences: one forged into another tenant is the claim's
+        -- to refuse, never an instant the misfire policy decides.
+        WHERE o.tenant = t.tenant AND {_loadable("o.scheduled_at", "timestamptz")}
+          AND ((o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
+                AND o.scheduled_at < %(now)s - {_capped("t.max_delay")})
+               OR (o.state = 'processing' AND t.ask_running))
         ORDER BY o.schedule_id, o.scheduled_at
     """
     rows = _rows(
         sql,
         {
             "ids": [s.pk for s in schedules],
+            "tenants": [s.tenant for s in schedules],
             "max_delays": [s.max_delay for s in schedules],
             "ask_running": [s.overlap == "skip" for s in schedules],
             "now": ensure_aware_utc(now, name="now"),
@@ -1171,6 +1267,7 @@ def next_wakeup(
             ({_NEXT_SCHEDULE}),
             (SELECT min(o.due_at) FROM {OCC} o
              WHERE o.state IN ('scheduled', 'failed', 'processing')
+               AND {_loadable("o.due_at", "timestamptz")}
                AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
                     SELECT 1 FROM {SCH} s WHERE s.id = o.schedule_id
                       AND {_not_paused("s.tenant", "s.key")})))
@@ -1182,6 +1279,7 @@ def next_wakeup(
 
 _NEXT_SCHEDULE = f"""
     SELECT min(s.next_due_at) FROM {SCH} s WHERE s.enabled AND s.status = 'active'
+      AND {_loadable("s.next_due_at", "timestamptz")}
       AND (cardinality(%(excluded)s::text[]) = 0 OR {_not_paused("s.tenant", "s.key")})
       AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
 """

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
 from django.test import override_settings
 from structlog.testing import capture_logs
 
@@ -421,3 +422,70 @@ def beat(replica_id: str) -> None:
         concurrency=1,
         running=0,
     )
+
+
+# --- Values PostgreSQL holds and Python cannot --------------------------------------------
+
+UNREADABLE = {
+    "max_delay": "interval '100000000 years'",
+    "anchor": "'infinity'",
+    "timeout": "interval '5000000 years'",
+    "created_at": "'-infinity'",
+    "next_due_at": "'-infinity'",
+}
+
+
+@pytest.mark.parametrize("column", list(UNREADABLE))
+def test_a_value_python_cannot_hold_parks_its_schedule_and_fails_no_pass(
+    column: str, worker, clock, ran
+) -> None:
+    """Loading such a row raised DataError in the pass that read it: every pass of every
+    replica failed, so nothing was planned or claimed anywhere."""
+    clock.set(T0)
+    good = ScheduleFactory.create(key="good", next_due_at=T0, created_at=T0)
+    bad = ScheduleFactory.create(key="bad", next_due_at=T0, created_at=T0)
+    plan_due(now=T0)  # an occurrence of each, due now: the claim loads bad's too
+    clock.set(T0 + timedelta(minutes=1))
+    values = {"next_due_at": "%s", column: UNREADABLE[column]}
+    assignments = ", ".join(f"{name} = {value}" for name, value in values.items())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE django_jobs_schedule SET {assignments} WHERE id = %s",
+            [T0, bad.pk] if column != "next_due_at" else [bad.pk],
+        )
+
+    with capture_logs() as logs:
+        worker().run_pass()
+
+    invalid = [(e["schedule"], e["field"]) for e in logs if e["event"] == "schedule.invalid"]
+    assert invalid == [("bad", column)]
+    field, reason = (
+        Schedule.objects.filter(pk=bad.pk).values_list("parked_field", "parked_reason").get()
+    )
+    assert field == column
+    assert "beyond what the worker can read" in reason
+    done = Occurrence.objects.filter(schedule=good, state=OccurrenceState.COMPLETED)
+    assert done.count() == 2  # the other schedule planned and ran as usual
+    assert store.next_wakeup(now=clock.now()) is not None  # answers, no DataError
+
+
+def test_a_forged_occurrence_already_missed_is_refused_not_fed_to_the_misfire_policy(
+    worker, clock, ran
+) -> None:
+    clock.set(T0)
+    acme = ScheduleFactory.create(
+        tenant="acme", key="report", next_due_at=T0, created_at=T0, max_delay=timedelta(minutes=5)
+    )
+    long_ago = T0 - timedelta(hours=1)
+    forged_id = occurrence_id("globex", "report", long_ago)
+    Occurrence.objects.create(
+        id=forged_id, schedule=acme, tenant="globex", scheduled_at=long_ago, due_at=long_ago
+    )
+
+    assert store.planning_context([acme], now=T0).missed == {}
+    worker().run_pass()
+
+    forged = Occurrence.objects.get(pk=forged_id)
+    assert (forged.state, forged.last_error_type) == (OccurrenceState.DEAD, store.TENANT_MISMATCH)
+    assert not forged.attempt_history.exists()
+    assert len(ran) == 1  # T0, acme's own

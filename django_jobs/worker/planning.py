@@ -101,6 +101,9 @@ def plan_due(
     )
     result = PlanPass()
     with transaction.atomic():
+        for name, column in store.park_unreadable(now=now, limit=limit):
+            result.invalid.append(name)
+            log.error("schedule.invalid", schedule=name, field=column, error_type="DataError")
         schedules = store.lock_schedules_to_plan(
             now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs
         )
