@@ -6,13 +6,16 @@ history passes, then breaks one thing and checks that exactly that invariant rep
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.db import connection
 
+from bench.chaos import hostile
 from bench.chaos.app.models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
 from bench.chaos.faults import Fault
 from bench.chaos.invariants import Findings, check_all
@@ -20,7 +23,7 @@ from bench.chaos.misbehaviour import allowed_until
 from bench.chaos.replicas import Incarnation
 from django_jobs import store
 from django_jobs.models import Attempt, Occurrence, Schedule
-from django_jobs.store import Lease
+from django_jobs.store import Lease, PlannedOccurrence
 
 from .factories import T0, ScheduleFactory
 from .storeutil import LEASE, claim, plan
@@ -361,3 +364,215 @@ def test_a_coroutine_completed_without_its_effect_is_reported(history):
     found = check()
     assert broken(found) == {}
     assert found.figures["coroutines_completed_with_effect"] == 1
+
+
+# --- Hostile rows: written behind the service layer's back (bench/chaos/hostile.py) --------
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EVERY_MINUTE: dict[str, Any] = {
+    "job": "chaos.effect",
+    "timing_kind": "cron",
+    "cron": "* * * * *",
+    "interval": None,
+    "anchor": None,
+}
+
+
+@dataclass
+class Hostile:
+    """What the fleet made of the campaign's hostile rows, as it should: the flood row parked
+    for its catch-up cap, a corrupted zone parked for it, the 1970 cron caught up in a pass
+    of a month, the forged occurrence refused by the real store's claim."""
+
+    flood: Schedule
+    zoned: Schedule
+    ancient: Schedule
+    forged: Occurrence
+    faults: list[Fault]
+    log: list[dict[str, str]]
+
+    def replica(self, tmp_path: Path, *, peak_mib: int = 200) -> Incarnation:
+        lines = "".join(json.dumps(event) + "\n" for event in self.log)
+        found = life(tmp_path, "r1.1", exit_code=0, log=lines)
+        found.ended_by, found.peak_rss_kib = "sigterm", peak_mib * 1024
+        return found
+
+    def check(self, tmp_path: Path, **life_fields: Any) -> Findings:
+        return check([self.replica(tmp_path, **life_fields)], self.faults)
+
+
+def written(shape: str, **detail: Any) -> Fault:
+    fields = {"shape": shape, "expect": hostile.EXPECT[shape], "written_at": T0.isoformat()}
+    return Fault("hostile_row", "", T0, 1.0, {**fields, **detail})
+
+
+@pytest.fixture
+def refused(history: Schedule) -> Hostile:
+    parked = {"parked_at": T0 + S, "parked_reason": "RefusedRow: ...", "next_due_at": None}
+    flood = ScheduleFactory.create(
+        key="hostile.flood-1",
+        job="chaos.effect",
+        interval=S,
+        anchor=EPOCH,
+        created_at=EPOCH,
+        misfire="replay_all",
+        max_catchup=2**31 - 1,
+        parked_field="max_catchup",
+        **parked,
+    )
+    zoned = ScheduleFactory.create(
+        key="hostile.bad_zone-2",
+        time_zone="Mars/Olympus_Mons",  # a timing that does not evaluate: the checks skip it
+        parked_field="timing.zone",
+        **EVERY_MINUTE,
+        **parked,
+    )
+    ancient = ScheduleFactory.create(
+        key="hostile.ancient_cron-3", created_at=EPOCH, last_scheduled_at=CUTOFF, **EVERY_MINUTE
+    )
+    month = EPOCH + timedelta(days=31)
+    store.record_skip_summary(
+        ancient, now=T0 + S, count=31 * 1440, first=EPOCH, last=month - timedelta(minutes=1)
+    )
+    forgery = PlannedOccurrence(history.pk, "intruder", history.key, T0 + 2 * S + S / 2)
+    store.plan([forgery], now=T0)
+    claimed = store.claim_runs(owner="r1.1", now=T0 + 3 * S, lease_for=LEASE, limit=10)
+    assert claimed.forged == [forgery.id]
+    return Hostile(
+        flood=flood,
+        zoned=zoned,
+        ancient=ancient,
+        forged=Occurrence.objects.get(pk=forgery.id),
+        faults=[
+            written("flood", schedule=flood.key),
+            written("bad_zone", schedule=zoned.key, corrupted_at=T0.isoformat()),
+            written("ancient_cron", schedule=ancient.key),
+            written("forged_tenant", occurrence=str(forgery.id), schedule=history.key),
+        ],
+        log=[
+            {"event": "schedule.invalid", "schedule": flood.key, "field": "max_catchup"},
+            {"event": "schedule.invalid", "schedule": zoned.key, "field": "timing.zone"},
+            {"event": "occurrence.refused", "occurrence": str(forgery.id)},
+        ],
+    )
+
+
+def test_hostile_rows_the_fleet_refused_or_caught_up_pass(refused, tmp_path: Path):
+    found = refused.check(tmp_path)
+    assert broken(found) == {}
+    assert found.figures["hostile_rows_by_shape"] == {
+        "ancient_cron": 1,
+        "bad_zone": 1,
+        "flood": 1,
+        "forged_tenant": 1,
+    }
+    assert (found.figures["hostile_rows_parked"], found.figures["forged_refused"]) == (2, 1)
+    assert (found.figures["ancient_passes"], found.figures["ancient_longest_pass_days"]) == (1, 31)
+    assert found.figures["replica_peak_rss_max_mib_hostile"] == 200
+    assert refused.forged.last_error_type == "TenantMismatch"
+
+
+def test_a_hostile_row_left_unparked_is_reported(refused, tmp_path: Path):
+    Schedule.objects.filter(pk=refused.flood.pk).update(parked_field="", next_due_at=T0)
+    problems = broken(refused.check(tmp_path))
+    assert set(problems) == {"hostile schedule rows parked, naming the field"}
+    assert (
+        "parked_field '', expected 'max_catchup'"
+        in problems["hostile schedule rows parked, naming the field"][0]
+    )
+
+
+def test_a_hostile_row_parked_for_another_field_is_reported(refused, tmp_path: Path):
+    Schedule.objects.filter(pk=refused.zoned.pk).update(parked_field="timing.cron")
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "hostile schedule rows parked, naming the field": [
+            "hostile.bad_zone-2 (bad_zone): parked_field 'timing.cron', expected 'timing.zone'"
+        ]
+    }
+
+
+def test_a_park_no_replica_logged_is_reported(refused, tmp_path: Path):
+    refused.log = refused.log[1:]
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "hostile schedule rows parked, naming the field": [
+            "hostile.flood-1: parked for max_catchup, but no replica logged schedule.invalid"
+        ]
+    }
+
+
+def test_occurrences_planned_after_the_corruption_are_reported(refused, tmp_path: Path):
+    plan(refused.zoned, T0 - S, T0 + 3 * S, now=T0)  # before the corruption, and after
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "hostile schedule rows parked, naming the field": [
+            "hostile.bad_zone-2: 1 occurrence(s) planned after it was written"
+        ]
+    }
+
+
+def test_an_ancient_row_skipping_more_than_a_month_in_one_pass_is_reported(refused, tmp_path: Path):
+    first = EPOCH + timedelta(days=31)
+    store.record_skip_summary(
+        refused.ancient, now=T0 + 2 * S, count=1, first=first, last=first + timedelta(days=40)
+    )
+    problems = broken(refused.check(tmp_path))
+    assert set(problems) == {"ancient schedules planned in bounded passes"}
+    assert "one pass skipped 40 days" in problems["ancient schedules planned in bounded passes"][0]
+
+
+def test_an_ancient_row_not_caught_up_or_parked_is_reported(refused, tmp_path: Path):
+    Schedule.objects.filter(pk=refused.ancient.pk).update(
+        last_scheduled_at=EPOCH + timedelta(days=31), parked_field="timing.cron"
+    )
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "ancient schedules planned in bounded passes": [
+            "hostile.ancient_cron-3: a valid row parked for timing.cron",
+            "hostile.ancient_cron-3: planned only up to 1970-02-01 00:00:00+00:00, not caught up",
+        ]
+    }
+
+
+def test_a_forged_occurrence_that_ran_is_reported(refused, tmp_path: Path):
+    forged = refused.forged
+    Occurrence.objects.filter(pk=forged.pk).update(
+        state="completed", attempts=1, fencing_token=1, last_error_type=""
+    )
+    Attempt.objects.create(
+        occurrence=forged,
+        number=1,
+        fencing_token=1,
+        replica="r1.1",
+        trigger="schedule",
+        started_at=T0 + 3 * S,
+        finished_at=T0 + 4 * S,
+        outcome="succeeded",
+    )
+    Effect.objects.create(schedule="effect", occurrence_key=str(forged.pk), token=1)
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "forged occurrences never run": [
+            f"forged occurrence {forged.pk} of {forged.schedule.key}: completed (no error)",
+            f"forged occurrence {forged.pk} of {forged.schedule.key}: ran (1 attempt row(s),"
+            " 1 attempt(s) counted, 1 effect(s))",
+        ]
+    }
+
+
+def test_a_refusal_no_replica_logged_is_reported(refused, tmp_path: Path):
+    refused.log = refused.log[:2]
+    problems = broken(refused.check(tmp_path))
+    assert problems == {
+        "forged occurrences never run": [
+            f"forged occurrence {refused.forged.pk}: no replica logged occurrence.refused"
+        ]
+    }
+
+
+def test_a_replica_past_its_memory_bound_is_reported(refused, tmp_path: Path):
+    problems = broken(refused.check(tmp_path, peak_mib=2048))
+    assert problems == {
+        "replica memory bounded": ["r1.1: peak resident memory 2048.0 MiB, more than 512 MiB"]
+    }

@@ -12,9 +12,11 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from ..postgres import ROOT, Database
 from .faults import Injector
+from .hostile import ALL_SHAPES, SHAPES, undecided
 from .invariants import check_all
 from .replicas import Slot, Supervisor, wait_for, worker_env
 from .report import build, markdown, write
@@ -64,6 +66,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         " gives up waiting (what is left unfinished is reported as lost), in seconds",
     )
     parser.add_argument(
+        "--hostile-shapes",
+        nargs="+",
+        choices=ALL_SHAPES,
+        default=list(SHAPES),
+        metavar="SHAPE",
+        help=f"the hostile rows the campaign writes (default: all of {ALL_SHAPES})",
+    )
+    parser.add_argument(
+        "--max-rss-mib",
+        type=float,
+        default=512.0,
+        help="the peak resident memory a replica life may reach, in MiB",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -85,9 +101,13 @@ def versions() -> dict[str, str]:
 
 
 def unfinished(db: Database, cutoff: datetime) -> int:
+    """Occurrences due before ``cutoff`` and not final, but those of a parked schedule: the
+    planner no longer reads its record, so nothing decides a run of it that was missed."""
     ((n,),) = db.rows(
-        "SELECT count(*) FROM django_jobs_occurrence WHERE scheduled_at < %s"
-        " AND state NOT IN ('completed', 'dead', 'skipped', 'cancelled')",
+        "SELECT count(*) FROM django_jobs_occurrence o"
+        " JOIN django_jobs_schedule s ON s.id = o.schedule_id"
+        " WHERE o.scheduled_at < %s AND s.parked_at IS NULL"
+        " AND o.state NOT IN ('completed', 'dead', 'skipped', 'cancelled')",
         [cutoff],
     )
     return int(n)
@@ -107,6 +127,21 @@ def settle(db: Database, cutoff: datetime, *, stall: float) -> None:
         elif time.monotonic() - since > stall:
             log(f"no progress for {stall:.0f} s; {left} occurrence(s) left unfinished")
             return
+
+
+def settle_hostile(
+    db: Database, details: list[dict[str, Any]], cutoff: datetime, *, timeout: float
+) -> None:
+    """Wait until the fleet has dealt with every hostile row (parked it, caught it up,
+    refused it), for at most ``timeout`` seconds; the checks report what is left."""
+    try:
+        wait_for(
+            lambda: not undecided(db, details, cutoff=cutoff),
+            timeout=timeout,
+            what="the fleet to deal with the hostile rows",
+        )
+    except TimeoutError as exc:
+        log(f"{exc}; {undecided(db, details, cutoff=cutoff)} left")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,7 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()
     slots = [Slot(n + 1, args.concurrency, env, log_dir) for n in range(args.replicas)]
     injector = Injector(
-        rng, db, slots, lease_seconds=args.lease, outage=tuple(args.outage), log=log
+        rng,
+        db,
+        slots,
+        lease_seconds=args.lease,
+        outage=tuple(args.outage),
+        log=log,
+        hostile_shapes=tuple(args.hostile_shapes),
     )
     supervisor = Supervisor(slots, log=log)
     try:
@@ -149,9 +190,14 @@ def main(argv: list[str] | None = None) -> int:
         cutoff = datetime.now(UTC)
         log(f"faults over ({len(injector.faults)} injected); waiting for due work to settle")
         settle(db, cutoff - timedelta(seconds=1), stall=args.settle)
+        written = [f.detail for f in injector.faults if f.kind == "hostile_row"]
+        settle_hostile(db, written, cutoff - timedelta(seconds=1), timeout=args.settle)
     finally:
         supervisor.stop()
         for slot in slots:
+            # A life the supervisor has just restarted has no SIGTERM handler yet: the
+            # campaign's end is a deploy, like the SIGTERM faults, so it waits for the boot.
+            slot.wait_booted()
             if slot.alive:
                 slot.terminate()
             else:
@@ -163,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         lives=[life for slot in slots for life in slot.lives],
         lease_seconds=args.lease,
         grace_seconds=args.grace,
+        max_rss_mib=args.max_rss_mib,
     )
     config = {
         "seed": args.seed,
@@ -173,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         "grace_seconds": args.grace,
         "fault_gap_s": list(args.fault_gap),
         "outage_s": list(args.outage),
+        "hostile_shapes": list(args.hostile_shapes),
+        "max_rss_mib": args.max_rss_mib,
         "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",
         "command": command,
     }

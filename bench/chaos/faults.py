@@ -11,9 +11,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..postgres import Database
+from .hostile import SHAPES, Intruder
 from .replicas import Slot
 
-KINDS = ("sigkill", "sigstop", "sigterm", "terminate_backends", "pg_restart", "clock_skew")
+KINDS = (
+    "sigkill",
+    "sigstop",
+    "sigterm",
+    "terminate_backends",
+    "pg_restart",
+    "clock_skew",
+    "hostile_row",
+)
 WEIGHTS = {
     "sigkill": 3,
     "sigstop": 2,
@@ -21,6 +30,7 @@ WEIGHTS = {
     "terminate_backends": 2,
     "pg_restart": 1,
     "clock_skew": 1,
+    "hostile_row": 2,
 }
 
 
@@ -46,6 +56,7 @@ class Injector:
         lease_seconds: float,
         outage: tuple[float, float],
         log: Callable[[str], None],
+        hostile_shapes: tuple[str, ...] = SHAPES,
     ) -> None:
         self.rng = rng
         self.db = db
@@ -57,9 +68,10 @@ class Injector:
         kinds = [k for k in KINDS if k != "pg_restart" or db.restartable]
         self._kinds = kinds
         self._weights = [WEIGHTS[k] for k in kinds]
+        self.intruder = Intruder(rng, db, hostile_shapes)
 
     def next(self) -> Fault:
-        kind = self.rng.choices(self._kinds, self._weights)[0]
+        kind = self._draw()
         slot = self.rng.choice(self.slots)
         inject: Callable[[Slot], Fault] = getattr(self, f"_{kind}")
         fault = inject(slot)
@@ -69,6 +81,13 @@ class Injector:
             f" {fault.seconds:5.1f} s {fault.detail or ''}"
         )
         return fault
+
+    def _draw(self) -> str:
+        """A kind, by weight; but while some hostile shape has not been written yet, every
+        other fault writes one, so that even a short campaign meets each shape early."""
+        if self.intruder.owed and len(self.faults) % 2 == 1:
+            return "hostile_row"
+        return self.rng.choices(self._kinds, self._weights)[0]
 
     def _hold(self, seconds: float) -> None:
         """The fault's duration is real time passing: the harness waits it out."""
@@ -132,3 +151,11 @@ class Injector:
         victim, _ = slot.terminate()
         self._restart(slot, skew)
         return Fault("clock_skew", victim, at, 0.0, {"skew_seconds": skew})
+
+    def _hostile_row(self, slot: Slot) -> Fault:
+        """A row written behind the service layer's back (``hostile``): no replica is hit,
+        the fleet meets the row. Lasts as long as the write waits for the fleet's first
+        look at it."""
+        at = datetime.now(UTC)
+        detail = self.intruder.write()
+        return Fault("hostile_row", "", at, (datetime.now(UTC) - at).total_seconds(), detail)

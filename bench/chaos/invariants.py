@@ -1,6 +1,7 @@
 """What must hold after the campaign, read from the database alone (and, for outage logging,
 from the replicas' own logs). Each check returns its violations: an empty list is a pass.
-The checks of the handlers that misbehave on purpose are in ``misbehaviour``."""
+The checks of the handlers that misbehave on purpose are in ``misbehaviour``, those of the
+rows written behind the service layer's back in ``hostile``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django_jobs.scheduling.timings import from_record
 
 from .faults import Fault
 from .history import AttemptRow, Findings, Rows, attempts_by_occurrence, percentile
+from .hostile import HOSTILE, hostile_rows
 from .misbehaviour import (
     CRASHER,
     crash_loops_end,
@@ -53,20 +55,30 @@ def check_all(
     lives: list[Incarnation],
     lease_seconds: float,
     grace_seconds: float,
+    max_rss_mib: float = 512.0,
 ) -> Findings:
-    """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``."""
+    """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``,
+    and the peak memory a replica life may reach."""
     found = Findings()
+    # The campaign's own schedules, and their occurrences: not the hostile rows (checked by
+    # ``hostile_rows``), not occurrences forged in another tenant's name.
     schedules = {
         row[0]: SimpleNamespace(**dict(zip(SCHEDULE_COLUMNS.split(", "), row, strict=True)))
-        for row in db.rows(f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule")
+        for row in db.rows(
+            f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule WHERE NOT starts_with(key, %s)",
+            [HOSTILE],
+        )
     }
     occurrences = {
         (sid, at): (oid, state, reason, attempts, failures, token)
         for oid, sid, at, state, reason, attempts, failures, token in db.rows(
-            "SELECT id, schedule_id, scheduled_at, state, skip_reason, attempts, failures,"
-            " fencing_token FROM django_jobs_occurrence WHERE scheduled_at < %s",
+            "SELECT o.id, o.schedule_id, o.scheduled_at, o.state, o.skip_reason, o.attempts,"
+            " o.failures, o.fencing_token FROM django_jobs_occurrence o"
+            " JOIN django_jobs_schedule s ON s.id = o.schedule_id"
+            " WHERE o.scheduled_at < %s AND o.tenant = s.tenant",
             [cutoff],
         )
+        if sid in schedules
     }
     attempts = attempts_by_occurrence(db)
     summaries = db.rows(
@@ -87,6 +99,9 @@ def check_all(
     old_holders_stop(found, db, attempts, faults, budget=budget)
     outages_are_not_failures(found, db, attempts)
     sessions_start_clean(found, db)
+    written = [f.detail for f in faults if f.kind == "hostile_row"]
+    hostile_rows(found, db, written, lives, cutoff=cutoff)
+    _replica_memory(found, lives, written, bound_mib=max_rss_mib)
     return found
 
 
@@ -360,3 +375,28 @@ def _replica_exits(found: Findings, db: Rows, lives: list[Incarnation]) -> None:
     found.figures["lives_ended_by_crasher"] = by_crasher
     found.figures["lives_ended_after_cut_off"] = by_cut_off
     found.check("replicas exit only when told, cleanly", problems)
+
+
+def _replica_memory(
+    found: Findings, lives: list[Incarnation], hostile: list[dict[str, Any]], *, bound_mib: float
+) -> None:
+    """No replica life's peak resident memory (``VmHWM``, sampled while it ran) exceeds
+    ``bound_mib``: a row that makes the planner list what it should count shows here first,
+    before the kernel's OOM killer (a SIGKILL nobody asked for: *replicas exit only when
+    told*). Reported separately for the lives that were up once a hostile row was written."""
+    first = min((datetime.fromisoformat(d["written_at"]) for d in hostile), default=None)
+    peaks = [(life, life.peak_rss_kib / 1024) for life in lives if life.peak_rss_kib]
+    met = [mib for life, mib in peaks if first and (life.ended is None or life.ended >= first)]
+    found.figures["replica_peak_rss_max_mib"] = (
+        round(max(m for _, m in peaks), 1) if peaks else None
+    )
+    found.figures["replica_peak_rss_max_mib_hostile"] = round(max(met), 1) if met else None
+    found.figures["replica_peak_rss_bound_mib"] = bound_mib
+    found.check(
+        "replica memory bounded",
+        [
+            f"{life.name}: peak resident memory {mib:.1f} MiB, more than {bound_mib:g} MiB"
+            for life, mib in peaks
+            if mib > bound_mib
+        ],
+    )

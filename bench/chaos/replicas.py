@@ -34,6 +34,7 @@ class Incarnation:
     ended: datetime | None = None
     ended_by: str = ""  # sigterm, sigkill, or "" when it exited by itself
     exit_code: int | None = None
+    peak_rss_kib: int | None = None  # the largest VmHWM sampled while it ran
 
     @property
     def booted(self) -> bool:
@@ -175,6 +176,20 @@ class Slot:
             self._ended("", code)
             return True
 
+    def sample_memory(self) -> None:
+        """Note the current life's peak resident memory so far (its ``VmHWM``). Skipped while
+        the injector acts on this slot: its process and its life may not match then."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            if self.process is None or not self.lives or self.process.poll() is not None:
+                return
+            peak = _peak_rss_kib(self.process.pid)
+            if peak is not None:
+                self.current.peak_rss_kib = max(self.current.peak_rss_kib or 0, peak)
+        finally:
+            self._lock.release()
+
     def restart_if_exited(self) -> tuple[Incarnation, Incarnation] | None:
         """Start a new life, with the same clock skew, if the current one exited by itself;
         return the life that ended and the new one. Skipped while the injector is acting on
@@ -190,9 +205,22 @@ class Slot:
             self._lock.release()
 
 
+def _peak_rss_kib(pid: int) -> int | None:
+    """A process's peak resident set size so far (``VmHWM``, KiB), None once it has gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return None
+
+
 class Supervisor(threading.Thread):
     """Restarts replicas that exit by themselves (the crasher kills one, a replica that cut off
-    a run exits 3 to be restarted) within ``every`` seconds, as a process supervisor would."""
+    a run exits 3 to be restarted) within ``every`` seconds, as a process supervisor would,
+    and samples each replica's peak memory as often, as its cgroup's accounting would."""
 
     def __init__(
         self, slots: list[Slot], *, log: Callable[[str], None], every: float = 0.2
@@ -204,6 +232,7 @@ class Supervisor(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(self.every):
             for slot in self.slots:
+                slot.sample_memory()
                 restarted = slot.restart_if_exited()
                 if restarted is not None:
                     ended, started = restarted

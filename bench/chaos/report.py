@@ -52,6 +52,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"| faults injected | {sum(report['faults_by_kind'].values())} |",
     ]
     lines += [f"| &nbsp; {kind} | {n} |" for kind, n in report["faults_by_kind"].items()]
+    lines += [
+        f"| &nbsp; &nbsp; hostile_row: {shape} | {n} |"
+        for shape, n in f.get("hostile_rows_by_shape", {}).items()
+    ]
     for label, key in [
         ("duplicate effects (must be 0)", "duplicate_effects"),
         ("duplicate completions (must be 0)", "duplicate_completions"),
@@ -98,6 +102,19 @@ def markdown(report: dict[str, Any]) -> str:
         ("&nbsp; on a connection a leaker had used", "session_views_after_a_leak"),
         ("&nbsp; with state left by an earlier run (must be 0)", "session_views_with_leaks"),
         ("coroutine occurrences completed with their effect", "coroutines_completed_with_effect"),
+        ("hostile schedule rows parked, naming the field", "hostile_rows_parked"),
+        ("&nbsp; longest from the write to the park (s)", "hostile_parked_after_max_s"),
+        ("ancient schedule passes (skip summaries)", "ancient_passes"),
+        ("&nbsp; most of a gap one pass skipped (days)", "ancient_longest_pass_days"),
+        ("&nbsp; longest from the write to caught up (s)", "ancient_caught_up_after_max_s"),
+        ("forged occurrences refused (dead, TenantMismatch)", "forged_refused"),
+        ("&nbsp; longest from the write to the refusal (s)", "forged_refused_after_max_s"),
+        ("peak memory of a replica life (VmHWM, MiB)", "replica_peak_rss_max_mib"),
+        (
+            "&nbsp; of the lives up once a hostile row was written",
+            "replica_peak_rss_max_mib_hostile",
+        ),
+        ("&nbsp; allowed (MiB)", "replica_peak_rss_bound_mib"),
     ]:
         lines.append(f"| {label} | {_fmt(f.get(key))} |")
     lines += [
