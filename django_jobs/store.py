@@ -244,8 +244,10 @@ def _sql_kind(field: Any) -> str | None:
 
 
 # (column, kind) of every Schedule column whose value Python may fail to hold.
-_SCHEDULE_VALUES = [
-    (f.column, kind) for f in Schedule._meta.concrete_fields if (kind := _sql_kind(f)) is not None
+_SCHEDULE_VALUES: list[tuple[str, str]] = [
+    (str(f.column), kind)
+    for f in Schedule._meta.concrete_fields
+    if (kind := _sql_kind(f)) is not None
 ]
 # Those the claim loads (RUN_FIELDS) or computes with.
 _RUN_VALUES = [
