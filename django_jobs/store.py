@@ -219,7 +219,9 @@ def _not_paused(tenant: str, key: str) -> str:
 # row holding one is written behind django_jobs' back; statements that load rows leave it out
 # (and the planner parks it, ``park_unreadable``), so it cannot fail every pass of every
 # replica.
-_PY_SECONDS = 86_000_000_000_000  # under 999,999,999 days however psycopg counts years
+# Under a billion days: psycopg loads up to 999,999,999 days, counting a year as 365 days where
+# extract(epoch ...) counts 365.25, so this bound never admits what psycopg refuses.
+_PY_SECONDS = 86_400_000_000_000
 
 
 def _loadable(column: str, kind: str) -> str:
