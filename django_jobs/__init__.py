@@ -9,16 +9,22 @@ from __future__ import annotations
 from .declarations import InvalidSchedule, schedule
 from .exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure
 from .registry import job
-from .scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime
+from .scheduling.calendars import WEEKENDS, Calendar, Holidays
+from .scheduling.policies import Misfire, OnExcluded, Overlap, RepeatedTime, Retry, SkippedTime
+from .scheduling.rrules import rrule
 from .scheduling.timings import after, at, cron, every
 from .worker.run import Run
 
 __all__ = [
+    "WEEKENDS",
+    "Calendar",
     "Cancelled",
+    "Holidays",
     "InvalidSchedule",
     "JobsError",
     "LeaseLost",
     "Misfire",
+    "OnExcluded",
     "Overlap",
     "PermanentFailure",
     "RepeatedTime",
@@ -30,5 +36,6 @@ __all__ = [
     "cron",
     "every",
     "job",
+    "rrule",
     "schedule",
 ]

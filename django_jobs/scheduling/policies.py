@@ -60,6 +60,19 @@ class TimingKind(enum.StrEnum):
     INTERVAL = "interval"
     AT = "at"
     AFTER = "after"
+    RRULE = "rrule"
+
+
+class OnExcluded(enum.StrEnum):
+    """What an occurrence of a calendar rule (``rrule(..., exclude=...)``) does when its local
+    date is excluded (a holiday, a weekend)."""
+
+    SKIP = "skip"
+    """Do not run; the planner records it as skipped (reason ``excluded``)."""
+    NEXT = "next"
+    """Run on the next date that is not excluded, at the same local time."""
+    PREVIOUS = "previous"
+    """Run on the previous date that is not excluded, at the same local time."""
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def is_utc(zone_name: str) -> bool:
 
 # A local time that falls back can map to an instant up to this far from the wall time read at
 # a window's edge (the largest DST shift in tzdata since 1970 is 2 hours).
-_WALL_MARGIN = timedelta(hours=3)
+WALL_MARGIN = timedelta(hours=3)
 _FIRST_WINDOW = timedelta(hours=1)
 _MAX_WINDOW = timedelta(days=31)
 _HORIZON = timedelta(days=366 * 30)
@@ -118,7 +118,36 @@ def _offset_transitions(
     return found
 
 
-def _bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+def check_wall_clock(
+    zone_name: str, skipped: str, repeated: str, reason: str
+) -> tuple[SkippedTime, RepeatedTime, str]:
+    """The checked zone, DST policies and reason of a timing evaluated as wall-clock time
+    (``cron``, ``rrule``): ``InvalidTiming`` names the first bad one."""
+    try:
+        zone(zone_name)
+    except ValueError as exc:
+        raise InvalidTiming("timing.zone", str(exc)) from None
+    for name, policy, value in (
+        ("timing.skipped", SkippedTime, skipped),
+        ("timing.repeated", RepeatedTime, repeated),
+    ):
+        if value not in set(policy):
+            allowed = ", ".join(repr(m.value) for m in policy)
+            raise InvalidTiming(name, f"must be one of {allowed}, got {value!r}")
+    if not isinstance(reason, str) or len(reason) > MAX_REASON:
+        raise InvalidTiming("timing.reason", f"must be text of at most {MAX_REASON} characters")
+    return SkippedTime(skipped), RepeatedTime(repeated), reason.strip()
+
+
+def chosen_choices(skipped: object, repeated: object) -> frozenset[str]:
+    """Which DST choices a caller gave explicitly (``None`` is not a choice)."""
+    return frozenset(
+        name for name, value in (("skipped", skipped), ("repeated", repeated)) if value is not None
+    )
+
+
+def bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """``start`` and ``end`` as aware UTC instants (a ``ValueError`` naming a naive one)."""
     return ensure_aware_utc(start, name="start"), ensure_aware_utc(end, name="end")
 
 
@@ -150,22 +179,12 @@ class Cron:
             object.__setattr__(self, "expr", cronlib.normalise(self.expr))
         except cronlib.InvalidCron as exc:
             raise InvalidTiming("timing.cron", str(exc)) from None
-        try:
-            zone(self.zone)
-        except ValueError as exc:
-            raise InvalidTiming("timing.zone", str(exc)) from None
-        for name, policy, value in (
-            ("timing.skipped", SkippedTime, self.skipped),
-            ("timing.repeated", RepeatedTime, self.repeated),
-        ):
-            if value not in set(policy):
-                allowed = ", ".join(repr(m.value) for m in policy)
-                raise InvalidTiming(name, f"must be one of {allowed}, got {value!r}")
-        object.__setattr__(self, "skipped", SkippedTime(self.skipped))
-        object.__setattr__(self, "repeated", RepeatedTime(self.repeated))
-        if not isinstance(self.reason, str) or len(self.reason) > MAX_REASON:
-            raise InvalidTiming("timing.reason", f"must be text of at most {MAX_REASON} characters")
-        object.__setattr__(self, "reason", self.reason.strip())
+        skipped, repeated, reason = check_wall_clock(
+            self.zone, self.skipped, self.repeated, self.reason
+        )
+        object.__setattr__(self, "skipped", skipped)
+        object.__setattr__(self, "repeated", repeated)
+        object.__setattr__(self, "reason", reason)
         object.__setattr__(self, "_valid", True)
         return self
 
@@ -176,13 +195,13 @@ class Cron:
 
     def between(self, start: datetime, end: datetime) -> list[datetime]:
         self.validate()
-        start, end = _bounds(start, end)
+        start, end = bounds(start, end)
         if end <= start:
             return []
         tz = zone(self.zone)
         margin = (
-            _WALL_MARGIN
-            if _offset_changes(tz, start - _WALL_MARGIN, end + _WALL_MARGIN)
+            WALL_MARGIN
+            if _offset_changes(tz, start - WALL_MARGIN, end + WALL_MARGIN)
             else timedelta(0)
         )
         wall_lo = start.astimezone(tz).replace(tzinfo=None) - margin - timedelta(microseconds=1)
@@ -204,15 +223,15 @@ class Cron:
         the skipped/repeated rules count exactly as they run.
         """
         self.validate()
-        start, end = _bounds(start, end)
+        start, end = bounds(start, end)
         if end <= start:
             return 0
         tz = zone(self.zone)
         listed: list[tuple[datetime, datetime]] = []
         for instant, change in _offset_transitions(tz, start, end):
             lo, hi = (
-                max(start, instant - change - _WALL_MARGIN),
-                min(end, instant + change + _WALL_MARGIN),
+                max(start, instant - change - WALL_MARGIN),
+                min(end, instant + change + WALL_MARGIN),
             )
             if listed and lo <= listed[-1][1]:
                 lo = listed.pop()[0]
@@ -255,6 +274,7 @@ class Cron:
             "skipped_time": self.skipped.value,
             "repeated_time": self.repeated.value,
             "zone_reason": self.reason,
+            **_no_rule(),
             "interval": None,
             "anchor": None,
             "run_at": None,
@@ -305,7 +325,7 @@ class Every:
 
     def between(self, start: datetime, end: datetime) -> list[datetime]:
         self.validate()
-        start, end = _bounds(start, end)
+        start, end = bounds(start, end)
         found = []
         index = self.index_at_or_after(start)
         while (instant := self.anchor + self.interval * index) < end:
@@ -331,6 +351,7 @@ class Every:
             "skipped_time": SkippedTime.SHIFT.value,
             "repeated_time": RepeatedTime.FIRST.value,
             "zone_reason": "",
+            **_no_rule(),
             "interval": self.interval,
             "anchor": self.anchor,
             "run_at": None,
@@ -358,7 +379,7 @@ class At:
 
     def between(self, start: datetime, end: datetime) -> list[datetime]:
         self.validate()
-        start, end = _bounds(start, end)
+        start, end = bounds(start, end)
         return [self.instant] if start <= self.instant < end else []
 
     def count_between(self, start: datetime, end: datetime) -> int:
@@ -426,8 +447,15 @@ class After:
         return fields
 
 
+def _no_rule() -> dict[str, Any]:
+    """The calendar-rule columns of a timing that is not an ``rrule``: a schedule changed
+    from one timing to another keeps no rule behind."""
+    return {"rrule": "", "calendar": {}, "on_excluded": "skip"}
+
+
 def _one_off_fields() -> dict[str, Any]:
     return {
+        **_no_rule(),
         "cron": "",
         "time_zone": "UTC",
         "skipped_time": SkippedTime.SHIFT.value,
@@ -452,16 +480,13 @@ def cron(
     why (``reason``) and what its DST transitions do: ``skipped`` (``"shift"`` or ``"skip"``)
     and ``repeated`` (``"first"``, ``"last"`` or ``"both"``), given explicitly (check
     ``django_jobs.E019``; a UTC schedule has no transitions and may leave them out)."""
-    chosen = frozenset(
-        name for name, value in (("skipped", skipped), ("repeated", repeated)) if value is not None
-    )
     return Cron(
         expr,
         zone,
         SkippedTime.SHIFT if skipped is None else skipped,  # type: ignore[arg-type]
         RepeatedTime.FIRST if repeated is None else repeated,  # type: ignore[arg-type]
         reason,
-        chosen=chosen,
+        chosen=chosen_choices(skipped, repeated),
     )
 
 
@@ -495,6 +520,11 @@ def from_record(fields: Any) -> Timing:
         timing = At(fields.run_at)
     elif kind == TimingKind.AFTER:
         timing = After(fields.delay, created_at=fields.run_at - fields.delay)
+    elif kind == TimingKind.RRULE:
+        # Imported here: rrules builds on this module.
+        from .rrules import from_fields
+
+        timing = from_fields(fields)
     else:
         raise InvalidTiming("timing_kind", f"unknown timing kind {kind!r}")
     return timing.validate()
