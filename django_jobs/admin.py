@@ -26,6 +26,7 @@ from . import permissions, services
 from .clock import SystemClock
 from .exceptions import JobsError
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
+from .scheduling import rrules
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
@@ -211,7 +212,17 @@ class ScheduleAdmin(ScopedAdmin):
         return f"{int(late.total_seconds())} s late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in Schedule._meta.fields]
+        return [f.name for f in Schedule._meta.fields] + ["rule_in_words"]
+
+    @admin.display(description="calendar rule in words")
+    def rule_in_words(self, obj: Schedule) -> str:
+        """A calendar rule (``rrule``) as a sentence, beside its RFC 5545 text."""
+        if obj.timing_kind != "rrule":
+            return "-"
+        try:
+            return rrules.from_fields(obj).describe()
+        except (ValueError, OverflowError) as exc:  # parked by the planner (check E030)
+            return f"cannot be evaluated: {exc}"
 
     def change_view(
         self,

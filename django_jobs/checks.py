@@ -3,7 +3,7 @@ what to do."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
@@ -15,8 +15,8 @@ from .clock import SystemClock
 from .declarations import Declaration, declared, local_time_gaps
 from .exceptions import ConfigurationError
 from .registry import RULES, Departure, registry
-from .scheduling import cron, zones
-from .scheduling.timings import is_utc
+from .scheduling import cron, rrules, zones
+from .scheduling.timings import InvalidTiming, is_utc
 
 
 @register(Tags.database, deploy=False)
@@ -112,6 +112,8 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
                     hint="Use five fields: minute hour day-of-month month weekday.",
                 )
             )
+    if record.timing_kind == "rrule":
+        found += _rule_problems(record, name)
     found += _local_time_problems(record, name)
     if record.job not in registry.names():
         found.append(
@@ -149,11 +151,39 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
     return found
 
 
+def _rule_problems(record: Any, name: str) -> list[CheckMessage]:
+    """E013 for an unknown zone; E030: a calendar rule (``rrule``) or its business calendar
+    that cannot be evaluated (a rule this version refuses, a country or subdivision the
+    installed ``holidays`` package does not know)."""
+    if record.time_zone not in zones.iana_names():
+        return [
+            Error(
+                f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
+                obj=record.obj,
+                id="django_jobs.E013",
+                hint="Use a name such as 'UTC' or 'Europe/London'.",
+            )
+        ]
+    try:
+        rrules.from_fields(record).validate()
+    except (InvalidTiming, ValueError) as exc:
+        return [
+            Error(
+                f"{name}: {exc}.",
+                obj=record.obj,
+                id="django_jobs.E030",
+                hint="Correct the rule or the calendar (exclude=) in its declaration, or the "
+                "holidays country/subdivision to one the installed package knows.",
+            )
+        ]
+    return []
+
+
 def _local_time_problems(record: Any, name: str) -> list[CheckMessage]:
     """E018/E019: a declared business-local schedule without its reason or its explicit DST
     choices. W023: a database record of one without a reason (written before reasons were
     required, or not through a declaration): a warning, so ``migrate`` is not blocked."""
-    if record.timing_kind != "cron" or is_utc(record.time_zone):
+    if record.timing_kind not in ("cron", "rrule") or is_utc(record.time_zone):
         return []
     if record.time_zone not in zones.iana_names():
         return []  # E013 says what is wrong with it
@@ -165,8 +195,8 @@ def _local_time_problems(record: Any, name: str) -> list[CheckMessage]:
                 f"{name} runs in {record.time_zone}, not UTC, and its record gives no reason.",
                 obj=record.obj,
                 id="django_jobs.W023",
-                hint="Declare it with cron(..., reason='...') and run jobs sync, or save the "
-                "run-time schedule again through services.upsert_schedule with a reason.",
+                hint="Declare it with cron() or rrule() and reason='...', and run jobs sync, or "
+                "save the run-time schedule again through services.upsert_schedule with a reason.",
             )
         ]
     found: list[CheckMessage] = []
@@ -197,6 +227,12 @@ class _RecordView:
     cron: str
     time_zone: str
     zone_reason: str = ""
+    # A calendar rule's columns (timing ``rrule``).
+    rrule: str = ""
+    skipped_time: str = "shift"
+    repeated_time: str = "first"
+    calendar: dict[str, Any] = field(default_factory=dict)
+    on_excluded: str = "skip"
     # The DST choices given explicitly, and what the timing leaves unsaid (declarations only:
     # a database record holds concrete choices, so None).
     local_gaps: list[tuple[str, str]] | None = None
@@ -218,6 +254,11 @@ def _view_of_declaration(d: Declaration) -> _RecordView:
         cron=fields["cron"],
         time_zone=fields["time_zone"],
         zone_reason=fields.get("zone_reason", ""),
+        rrule=fields.get("rrule", ""),
+        skipped_time=fields["skipped_time"],
+        repeated_time=fields["repeated_time"],
+        calendar=fields.get("calendar", {}),
+        on_excluded=fields.get("on_excluded", "skip"),
         local_gaps=local_time_gaps(d.timing),
     )
 
@@ -236,6 +277,11 @@ def _view_of_row(s: Any) -> _RecordView:
         cron=s.cron,
         time_zone=s.time_zone,
         zone_reason=s.zone_reason,
+        rrule=s.rrule,
+        skipped_time=s.skipped_time,
+        repeated_time=s.repeated_time,
+        calendar=s.calendar,
+        on_excluded=s.on_excluded,
         runbooks=getattr(s, "runbook_count", None),
     )
 

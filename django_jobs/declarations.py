@@ -17,6 +17,7 @@ from typing import Any
 from .exceptions import ConfigurationError
 from .registry import Departure
 from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
+from .scheduling.rrules import RRule
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
@@ -91,7 +92,7 @@ class Declaration:
         }
 
 
-_TIMINGS = (Cron, Every, At, After)
+_TIMINGS = (Cron, RRule, Every, At, After)
 
 
 def _text(value: object, max_chars: int = 200) -> bool:
@@ -126,7 +127,7 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     need(
         isinstance(d.timing, _TIMINGS),
         "timing",
-        f"must be cron(...), every(...), at(...) or after(...), got {d.timing!r}",
+        f"must be cron(...), rrule(...), every(...), at(...) or after(...), got {d.timing!r}",
     )
     for owner in ("operating_owner", "record_owner"):
         value = getattr(d, owner)
@@ -196,16 +197,18 @@ REPEATED_CHOICES = (
 
 
 def local_time_gaps(timing: Timing) -> list[tuple[str, str]]:
-    """What a business-local (non-UTC) cron timing leaves unsaid, as (field, message): its
-    reason, and its explicit DST choices. Empty for UTC and for other timings."""
-    if not isinstance(timing, Cron) or not timing.local:
+    """What a business-local (non-UTC) wall-clock timing (``cron`` or ``rrule``) leaves
+    unsaid, as (field, message): its reason, and its explicit DST choices. Empty for UTC and
+    for elapsed-time timings."""
+    if not isinstance(timing, Cron | RRule) or not timing.local:
         return []
     gaps = []
     if not timing.reason:
+        maker = "cron" if isinstance(timing, Cron) else "rrule"
         gaps.append(
             (
                 "timing.reason",
-                f"a schedule in {timing.zone} (not UTC) says why: cron(..., reason='...'), "
+                f"a schedule in {timing.zone} (not UTC) says why: {maker}(..., reason='...'), "
                 "for example 'statements go out at 09:00 for readers in New York'",
             )
         )

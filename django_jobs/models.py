@@ -14,6 +14,7 @@ from django.db.models import Q
 
 from .scheduling.policies import (
     Misfire,
+    OnExcluded,
     Overlap,
     RepeatedTime,
     SkippedTime,
@@ -58,6 +59,14 @@ class Schedule(models.Model):
     )
     repeated_time = models.CharField(
         max_length=10, choices=choices(RepeatedTime), default=RepeatedTime.FIRST
+    )
+    # A calendar rule (timing ``rrule``): the RFC 5545 rule, the business calendar's
+    # definition (holidays with the package version, dates, weekends; {} when none) and what
+    # an occurrence on an excluded date does.
+    rrule = models.TextField(blank=True, default="")
+    calendar = models.JSONField(blank=True, default=dict)
+    on_excluded = models.CharField(
+        max_length=10, choices=choices(OnExcluded), default=OnExcluded.SKIP
     )
     # Why a business-local (non-UTC) schedule is not UTC: its documented deviation.
     zone_reason = models.TextField(
@@ -138,6 +147,7 @@ class Schedule(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(timing_kind=TimingKind.CRON) & ~Q(cron=""))
+                | (Q(timing_kind=TimingKind.RRULE) & ~Q(rrule=""))
                 | (
                     Q(timing_kind=TimingKind.INTERVAL)
                     & Q(interval__gt=timedelta(0))
@@ -219,6 +229,7 @@ class SkipReason(models.TextChoices):
     MISFIRE = "misfire", "missed its maximum start delay"
     OVERLAP = "overlap", "the previous occurrence was still running"
     DISABLED = "disabled", "the schedule was disabled"
+    EXCLUDED = "excluded", "its date is excluded by the schedule's calendar"
 
 
 class Trigger(models.TextChoices):

@@ -104,7 +104,18 @@ def markdown(schedule: Schedule) -> str:
         f"(record: {schedule.record_owner}).",
         "",
     ]
-    if schedule.timing_kind == "cron" and not is_utc(schedule.time_zone):
+    if schedule.timing_kind == "rrule":
+        lines[-1:-1] = [
+            "",
+            f"Calendar rule `{schedule.rrule}`"
+            + (
+                f"; an occurrence on an excluded date: `{schedule.on_excluded}`"
+                if schedule.calendar
+                else ""
+            )
+            + " (the rule in words: `manage.py jobs inspect`).",
+        ]
+    if schedule.timing_kind in ("cron", "rrule") and not is_utc(schedule.time_zone):
         lines[-1:-1] = [
             "",
             f"Business-local: runs in {schedule.time_zone}, because "

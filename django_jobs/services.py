@@ -57,6 +57,9 @@ TIMING_FIELDS = (
     "time_zone",
     "skipped_time",
     "repeated_time",
+    "rrule",
+    "calendar",
+    "on_excluded",
 )
 
 

@@ -146,7 +146,20 @@ def plan(request: PlanRequest) -> PlanDecision:
             next_due, more = now, True  # the rest next pass
             break
         on_time.append(instant)
-    return _decide(request, missed, pending, on_time, next_due, more=more)
+    upper = on_time[-1] + _TICK if more else now + _TICK
+    excluded = _excluded(timing, start, upper)
+    return _decide(request, missed, pending, on_time, next_due, more=more, excluded=excluded)
+
+
+def _excluded(timing: Timing, start: datetime, end: datetime) -> list[datetime]:
+    """The instants in ``[start, end)`` a business calendar takes away (an ``rrule`` with
+    ``on_excluded="skip"``): recorded as skipped, reason ``excluded``, the most recent
+    ``SKIP_RECORD_CAP`` of them. Other timings exclude nothing."""
+    excluded_between = getattr(timing, "excluded_between", None)
+    if excluded_between is None or end <= start:
+        return []
+    found: list[datetime] = excluded_between(start, end)
+    return found[-SKIP_RECORD_CAP:]
 
 
 def _at_least(timing: Timing, start: datetime, end: datetime, count: int) -> bool:
@@ -215,6 +228,7 @@ def _decide(
     next_due: datetime | None,
     *,
     more: bool,
+    excluded: Sequence[datetime] = (),
 ) -> PlanDecision:
     """Apply the misfire and overlap policies.
 
@@ -243,12 +257,12 @@ def _decide(
         summary = SkipSummary(unrecorded, missed.first, skipped_new[-len(recorded) - 1])
     # Overlap skip: everything that would start now is skipped while the previous one runs.
     overlapped = request.overlap == Overlap.SKIP and request.previous_running
-    considered = [*recorded, *replayed_new, *on_time]
+    considered = [*recorded, *replayed_new, *on_time, *excluded]
     if summary is not None:
         considered.append(summary.last)
     if request.last_scheduled_at is not None:
         considered.append(request.last_scheduled_at)
-    skip_new = [(i, "misfire") for i in recorded]
+    skip_new = [(i, "misfire") for i in recorded] + [(i, "excluded") for i in excluded]
     skip_pending = [(i, "misfire") for i in pending if i not in chosen]
     if overlapped:
         skip_new += [(i, "overlap") for i in [*replayed_new, *on_time]]

@@ -27,6 +27,7 @@ from ...declarations import declared
 from ...exceptions import JobsError
 from ...models import Occurrence, Schedule
 from ...registry import registry
+from ...scheduling import rrules
 from ...scheduling.timings import is_utc
 
 ACTED = {
@@ -106,9 +107,26 @@ def _need_os_user(username: str) -> None:
         )
 
 
+def _calendar_rule(schedule: Schedule) -> dict[str, Any]:
+    """A calendar rule's text, the rule in words and its business calendar (nothing for the
+    other timings)."""
+    if schedule.timing_kind != "rrule":
+        return {}
+    try:
+        words = rrules.from_fields(schedule).describe()
+    except (ValueError, OverflowError) as exc:  # a record the planner parks (check E030)
+        words = f"(cannot be evaluated: {exc})"
+    return {
+        "rrule": schedule.rrule,
+        "rule_in_words": words,
+        "calendar": schedule.calendar or None,
+        "on_excluded": schedule.on_excluded,
+    }
+
+
 def _local_time(schedule: Schedule) -> dict[str, str]:
     """A business-local schedule's zone, its reason and its DST choices (nothing for UTC)."""
-    if schedule.timing_kind != "cron" or is_utc(schedule.time_zone):
+    if schedule.timing_kind not in ("cron", "rrule") or is_utc(schedule.time_zone):
         return {}
     return {
         "time_zone": schedule.time_zone,
@@ -292,6 +310,7 @@ class Command(BaseCommand):
             "schedule": str(schedule),
             "job": schedule.job,
             "status": schedule.status,
+            **_calendar_rule(schedule),
             **_local_time(schedule),
             "enabled": schedule.enabled,
             "disabled": {"by": schedule.disabled_by, "reason": schedule.disabled_reason}
