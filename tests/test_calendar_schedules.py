@@ -45,6 +45,7 @@ def test_an_excluded_date_is_recorded_as_a_skip_with_reason_excluded() -> None:
     daily = Schedule.objects.get(key="ops.daily")
     assert (daily.timing_kind, daily.rrule) == ("rrule", "FREQ=DAILY;BYHOUR=9")
     assert daily.calendar["dates"] == ["2027-01-01"]
+    assert "holidays_version" not in daily.calendar  # no holiday data: upgrades change nothing
 
     plan_due(now=NEW_YEAR + timedelta(days=2))
 

@@ -190,12 +190,14 @@ class Calendar:
     def definition(self) -> dict[str, Any]:
         """The JSON-able form stored on the schedule record (``Schedule.calendar``)."""
         self.validate()
-        return {
+        definition: dict[str, Any] = {
             "holidays": [{"country": h.country, "subdiv": h.subdiv} for h in self.holidays],
             "dates": [day.isoformat() for day in self.dates],
             "weekends": self.weekends,
-            "holidays_version": holidays_version(),
         }
+        if self.holidays:  # the data the holidays came from: an upgrade is a timing change
+            definition["holidays_version"] = holidays_version()
+        return definition
 
     @classmethod
     def from_definition(cls, definition: object) -> Calendar:
