@@ -92,15 +92,7 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
                 )
             )
     if record.timing_kind == "cron":
-        if record.time_zone not in zones.iana_names():
-            found.append(
-                Error(
-                    f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
-                    obj=record.obj,
-                    id="django_jobs.E013",
-                    hint="Use a name such as 'UTC' or 'Europe/London'.",
-                )
-            )
+        found += _zone_problem(record, name)
         try:
             cron.normalise(record.cron)
         except cron.InvalidCron as exc:
@@ -151,19 +143,27 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
     return found
 
 
+def _zone_problem(record: Any, name: str) -> list[CheckMessage]:
+    """E013: a wall-clock timing's zone that is not an IANA identifier."""
+    if record.time_zone in zones.iana_names():
+        return []
+    return [
+        Error(
+            f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
+            obj=record.obj,
+            id="django_jobs.E013",
+            hint="Use a name such as 'UTC' or 'Europe/London'.",
+        )
+    ]
+
+
 def _rule_problems(record: Any, name: str) -> list[CheckMessage]:
     """E013 for an unknown zone; E030: a calendar rule (``rrule``) or its business calendar
     that cannot be evaluated (a rule this version refuses, a country or subdivision the
     installed ``holidays`` package does not know)."""
-    if record.time_zone not in zones.iana_names():
-        return [
-            Error(
-                f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
-                obj=record.obj,
-                id="django_jobs.E013",
-                hint="Use a name such as 'UTC' or 'Europe/London'.",
-            )
-        ]
+    unknown_zone = _zone_problem(record, name)
+    if unknown_zone:
+        return unknown_zone
     try:
         rrules.from_fields(record).validate()
     except (InvalidTiming, ValueError) as exc:
