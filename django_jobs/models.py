@@ -10,7 +10,7 @@ from datetime import timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import Q
+from django.db.models import JSONField, Q, Value
 
 from .scheduling.policies import (
     Misfire,
@@ -63,10 +63,15 @@ class Schedule(models.Model):
     # A calendar rule (timing ``rrule``): the RFC 5545 rule, the business calendar's
     # definition (holidays with the package version, dates, weekends; {} when none) and what
     # an occurrence on an excluded date does.
-    rrule = models.TextField(blank=True, default="")
-    calendar = models.JSONField(blank=True, default=dict)
+    # Database defaults too: a row inserted by an older release during a rolling deploy (or
+    # written by hand) gets them.
+    rrule = models.TextField(blank=True, default="", db_default="")
+    calendar = models.JSONField(blank=True, default=dict, db_default=Value({}, JSONField()))
     on_excluded = models.CharField(
-        max_length=10, choices=choices(OnExcluded), default=OnExcluded.SKIP
+        max_length=10,
+        choices=choices(OnExcluded),
+        default=OnExcluded.SKIP,
+        db_default=OnExcluded.SKIP.value,
     )
     # Why a business-local (non-UTC) schedule is not UTC: its documented deviation.
     zone_reason = models.TextField(
@@ -121,8 +126,8 @@ class Schedule(models.Model):
     # handler of its job was registered on the planning replica is taken up again by the
     # first replica that has one (a rolling deploy).
     parked_at = models.DateTimeField(null=True, blank=True)
-    parked_field = models.CharField(max_length=50, blank=True, default="")
-    parked_reason = models.TextField(blank=True, default="")
+    parked_field = models.CharField(max_length=50, blank=True, default="", db_default="")
+    parked_reason = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         # Object permissions (django-guardian) an operator needs on a schedule, besides

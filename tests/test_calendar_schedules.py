@@ -159,3 +159,35 @@ def test_jobs_inspect_and_the_admin_show_the_rule_in_words() -> None:
     page = client.get(f"/admin/django_jobs/schedule/{schedule_id}/change/")
     assert page.status_code == 200
     assert words in page.content.decode()
+
+
+def test_a_row_inserted_by_the_previous_release_gets_the_new_columns_defaults() -> None:
+    """A replica of the previous release, still running during a rolling deploy, inserts
+    schedules without the columns of migrations 0007 and 0008: the database fills them in."""
+    from django.db import connection
+
+    columns = [
+        f.column
+        for f in Schedule._meta.concrete_fields
+        if f.column
+        not in {"id", "rrule", "calendar", "on_excluded", "parked_field", "parked_reason"}
+    ]
+    template = ScheduleFactory.build(key="old.release", next_due_at=NEW_YEAR, created_at=NEW_YEAR)
+    values = [
+        getattr(template, f.attname) for f in Schedule._meta.concrete_fields if f.column in columns
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO django_jobs_schedule ({', '.join(columns)}) "
+            f"VALUES ({', '.join(['%s'] * len(columns))})",
+            values,
+        )
+    row = Schedule.objects.get(key="old.release")
+    assert (row.rrule, row.calendar, row.on_excluded, row.parked_field, row.parked_reason) == (
+        "",
+        {},
+        "skip",
+        "",
+        "",
+    )
+    assert plan_due(now=NEW_YEAR).planned == 1
