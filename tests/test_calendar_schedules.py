@@ -167,7 +167,7 @@ def test_a_row_inserted_by_the_previous_release_gets_the_new_columns_defaults() 
     from django.db import connection
 
     columns = [
-        f.column
+        str(f.column)
         for f in Schedule._meta.concrete_fields
         if f.column
         not in {"id", "rrule", "calendar", "on_excluded", "parked_field", "parked_reason"}
