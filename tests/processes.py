@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -153,3 +154,56 @@ class Cluster:
             check=True,
             timeout=300,
         )
+
+
+class FileClock:
+    """The clock file ``runworker_fileclock`` replicas read (tests/workerapp): the test moves
+    it, forward only, and wakes the replicas at once rather than at their next poll."""
+
+    def __init__(self, path: Path, start: datetime) -> None:
+        from tests.workerapp.management.commands.runworker_fileclock import write_instant
+
+        self.path = path
+        self.now = start
+        self._write = write_instant
+        write_instant(path, start)
+
+    def set(self, instant: datetime) -> None:
+        from django_jobs import store
+
+        assert instant >= self.now, "the test's clock only moves forward"
+        self._write(self.path, instant)
+        self.now = instant
+        store.notify("tests.clock")
+
+
+def clocked_replica(name: str, workdir: Path, clock: FileClock) -> Replica:
+    """A real worker (``runworker_fileclock``) whose clock is ``clock``."""
+    from tests.workerapp.management.commands.runworker_fileclock import CLOCK_FILE
+
+    return Replica(name, workdir, env={CLOCK_FILE: str(clock.path)}, command="runworker_fileclock")
+
+
+def log_tail(replica: Replica) -> str:
+    return f"{replica.name}:\n{replica.log_path.read_text()[-3000:]}"
+
+
+def clocked_schedule(
+    key: str, timing: Any, created_at: datetime, *, max_delay: timedelta = timedelta(hours=6)
+) -> Any:
+    """A schedule of ``timing`` running ``proc.effect``, due at ``created_at``, for a fake
+    clock that moves in steps shorter than ``max_delay`` (so nothing is ever late)."""
+    from .factories import ScheduleFactory
+
+    return ScheduleFactory.create(
+        key=key,
+        job="proc.effect",
+        **timing.record_fields(),
+        max_delay=max_delay,
+        misfire="skip",
+        overlap="allow",
+        timeout=timedelta(minutes=15),
+        created_at=created_at,
+        updated_at=created_at,
+        next_due_at=created_at,  # the replicas plan it at their first look past this instant
+    )

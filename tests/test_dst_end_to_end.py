@@ -28,13 +28,11 @@ from pathlib import Path
 import pytest
 
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState, Schedule
-from django_jobs.scheduling.timings import Cron, cron
-from tests.workerapp.management.commands.runworker_fileclock import CLOCK_FILE, write_instant
+from django_jobs.scheduling.timings import cron
 from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
-from .factories import ScheduleFactory
-from .processes import Replica
+from .processes import FileClock, Replica, clocked_replica, clocked_schedule, log_tail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,46 +66,6 @@ AUTUMN_TIMING = cron("30 1 * * *", zone=NEW_YORK, skipped="shift", repeated="bot
 UNFINISHED = (OccurrenceState.SCHEDULED, OccurrenceState.PROCESSING, OccurrenceState.FAILED)
 
 
-class ClockedReplica(Replica):
-    """One ``runworker_fileclock`` process (a real worker), its clock a file the test writes."""
-
-    def __init__(self, name: str, workdir: Path, start: datetime) -> None:
-        self.clock_path = workdir / "clock"
-        write_instant(self.clock_path, start)
-        self.now = start
-        env = {CLOCK_FILE: str(self.clock_path)}
-        super().__init__(name, workdir, env=env, command="runworker_fileclock")
-
-    def set_clock(self, instant: datetime) -> None:
-        assert instant >= self.now, "the test's clock only moves forward"
-        write_instant(self.clock_path, instant)
-        self.now = instant
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text()[-3000:]
-
-    def check_alive(self) -> None:
-        if not self.alive:
-            raise AssertionError(
-                f"{self.name} exited with {self.process.returncode}:\n{self.log_tail()}"
-            )
-
-
-def dst_schedule(key: str, timing: Cron, created_at: datetime) -> Schedule:
-    return ScheduleFactory.create(
-        key=key,
-        job="proc.effect",
-        **timing.record_fields(),
-        max_delay=timedelta(hours=6),  # steps are 30 minutes: nothing is ever late
-        misfire="skip",
-        overlap="allow",
-        timeout=timedelta(minutes=15),
-        created_at=created_at,
-        updated_at=created_at,
-        next_due_at=created_at,  # the replica plans it at its first look past this instant
-    )
-
-
 def completed(schedule: Schedule) -> list[tuple[datetime, str]]:
     return list(
         Occurrence.objects.filter(schedule=schedule)
@@ -116,9 +74,10 @@ def completed(schedule: Schedule) -> list[tuple[datetime, str]]:
     )
 
 
-def settled(replica: ClockedReplica, schedule: Schedule, now: datetime) -> bool:
+def settled(replica: Replica, schedule: Schedule, now: datetime) -> bool:
     """The replica has planned ``schedule`` past ``now`` and finished everything it planned."""
-    replica.check_alive()
+    if not replica.alive:
+        raise AssertionError(f"exited with {replica.process.returncode}: {log_tail(replica)}")
     next_due = Schedule.objects.values_list("next_due_at", flat=True).get(pk=schedule.pk)
     if next_due is None or next_due <= now:
         return False
@@ -126,7 +85,8 @@ def settled(replica: ClockedReplica, schedule: Schedule, now: datetime) -> bool:
 
 
 def step_through(
-    replica: ClockedReplica,
+    replica: Replica,
+    clock: FileClock,
     schedule: Schedule,
     *,
     start: datetime,
@@ -138,7 +98,7 @@ def step_through(
     the replica has done what came due, and check it did exactly that."""
     now = start
     while now <= end:
-        replica.set_clock(now)
+        clock.set(now)
         try:
             wait_until(
                 functools.partial(settled, replica, schedule, now),
@@ -146,7 +106,7 @@ def step_through(
                 what=f"{schedule.key} to be planned past {now} and finished",
             )
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; the replica's log:\n{replica.log_tail()}") from None
+            raise AssertionError(f"{exc}; the replica's log:\n{log_tail(replica)}") from None
         due = [instant for instant in runs if instant <= now]
         assert completed(schedule) == [(i, OccurrenceState.COMPLETED) for i in due], (
             f"{schedule.key}: what ran by {now}"
@@ -191,12 +151,14 @@ def test_the_project_evaluates_the_instants_this_test_expects() -> None:
 
 
 def test_a_real_worker_runs_each_dst_instant_exactly_as_the_rules_say(tmp_path: Path) -> None:
-    spring = dst_schedule("dst.spring-skip", SPRING_TIMING, SPRING_START)
-    autumn = dst_schedule("dst.autumn-both", AUTUMN_TIMING, AUTUMN_START)
-    replica = ClockedReplica("dst", tmp_path, SPRING_START)
+    spring = clocked_schedule("dst.spring-skip", SPRING_TIMING, SPRING_START)
+    autumn = clocked_schedule("dst.autumn-both", AUTUMN_TIMING, AUTUMN_START)
+    clock = FileClock(tmp_path / "clock", SPRING_START)
+    replica = clocked_replica("dst", tmp_path, clock)
     try:
         step_through(
             replica,
+            clock,
             spring,
             start=SPRING_START,
             end=SPRING_END,
@@ -214,6 +176,7 @@ def test_a_real_worker_runs_each_dst_instant_exactly_as_the_rules_say(tmp_path: 
         )
         step_through(
             replica,
+            clock,
             autumn,
             start=AUTUMN_START,
             end=AUTUMN_END,
@@ -221,7 +184,7 @@ def test_a_real_worker_runs_each_dst_instant_exactly_as_the_rules_say(tmp_path: 
             after=AUTUMN_AFTER,
         )
         replica.signal(signal.SIGTERM)
-        assert replica.wait_exit(timeout=30) == 0, replica.log_tail()
+        assert replica.wait_exit(timeout=30) == 0, log_tail(replica)
     finally:
         replica.stop()
 

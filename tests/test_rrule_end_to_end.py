@@ -46,13 +46,10 @@ from django_jobs.models import (
     SkipReason,
 )
 from django_jobs.models import Replica as ReplicaRow
-from django_jobs.scheduling.rrules import RRule
-from tests.workerapp.management.commands.runworker_fileclock import CLOCK_FILE, write_instant
 from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
-from .factories import ScheduleFactory
-from .processes import Replica
+from .processes import FileClock, Replica, clocked_replica, clocked_schedule, log_tail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -129,47 +126,6 @@ PAY_AFTER = datetime(2027, 3, 15, 14, 0, tzinfo=UTC)  # Mon 10:00 EDT (DST since
 UNFINISHED = (OccurrenceState.SCHEDULED, OccurrenceState.PROCESSING, OccurrenceState.FAILED)
 
 
-class SharedClock:
-    """The clock file the replicas of one test read; it only moves forward."""
-
-    def __init__(self, path: Path, start: datetime) -> None:
-        self.path = path
-        self.now = start
-        write_instant(path, start)
-
-    def set(self, instant: datetime) -> None:
-        assert instant >= self.now, "the test's clock only moves forward"
-        write_instant(self.path, instant)
-        self.now = instant
-        # Wake the replicas now rather than at their next poll (up to a second each step).
-        store.notify("tests.clock")
-
-
-def clocked_replica(name: str, workdir: Path, clock: SharedClock) -> Replica:
-    return Replica(name, workdir, env={CLOCK_FILE: str(clock.path)}, command="runworker_fileclock")
-
-
-def log_tail(replica: Replica) -> str:
-    return f"{replica.name}:\n{replica.log_path.read_text()[-3000:]}"
-
-
-def clocked_schedule(
-    key: str, timing: RRule, created_at: datetime, *, max_delay: timedelta = timedelta(hours=6)
-) -> Schedule:
-    return ScheduleFactory.create(
-        key=key,
-        job="proc.effect",
-        **timing.record_fields(),
-        max_delay=max_delay,  # longer than any step: nothing is ever late
-        misfire="skip",
-        overlap="allow",
-        timeout=timedelta(minutes=15),
-        created_at=created_at,
-        updated_at=created_at,
-        next_due_at=created_at,  # the replicas plan it at their first look past this instant
-    )
-
-
 def steps(start: datetime, end: datetime, instants: Sequence[datetime]) -> list[datetime]:
     """Where the clock stops: the window's ends, each instant that matters and a minute
     before it (so that nothing runs early)."""
@@ -230,7 +186,7 @@ def skipped(schedule: Schedule) -> set[tuple[datetime, str]]:
 
 def walk(
     replicas: Sequence[Replica],
-    clock: SharedClock,
+    clock: FileClock,
     schedule: Schedule,
     *,
     stops: list[datetime],
@@ -327,7 +283,7 @@ def test_a_real_worker_runs_a_berlin_rule_through_both_dst_nights_and_the_easter
 ) -> None:
     spring = clocked_schedule("rrule.nightly-spring", NIGHTLY, SPRING_START)
     autumn = clocked_schedule("rrule.nightly-autumn", NIGHTLY, AUTUMN_START)
-    clock = SharedClock(tmp_path / "clock", SPRING_START)
+    clock = FileClock(tmp_path / "clock", SPRING_START)
     replica = clocked_replica("nightly", tmp_path, clock)
     try:
         walk(
@@ -367,7 +323,7 @@ def test_a_real_worker_runs_a_berlin_rule_through_both_dst_nights_and_the_easter
 
 def test_good_fridays_run_moves_to_the_next_business_day_in_summer_time(tmp_path: Path) -> None:
     fridays = clocked_schedule("rrule.fridays", FRIDAYS, SPRING_START)
-    clock = SharedClock(tmp_path / "clock", SPRING_START)
+    clock = FileClock(tmp_path / "clock", SPRING_START)
     replica = clocked_replica("fridays", tmp_path, clock)
     try:
         walk(
@@ -393,7 +349,7 @@ def test_a_pay_date_on_a_holiday_runs_once_on_the_previous_business_day(tmp_path
     # Seven days: when the record is rewound below, the pay run is still on time on 02-16, so
     # a replica planning it again decides to run it (not to skip it as missed).
     payroll = clocked_schedule("payroll.salaries", PAYROLL, PAY_START, max_delay=timedelta(days=7))
-    clock = SharedClock(tmp_path / "clock", PAY_START)
+    clock = FileClock(tmp_path / "clock", PAY_START)
     replicas = [clocked_replica(name, tmp_path, clock) for name in ("payroll-a", "payroll-b")]
     try:
         # Both replicas race for each stop: ``settled`` waits until both have looked at it.

@@ -34,6 +34,7 @@ from .timings import (
     check_wall_clock,
     chosen_choices,
     is_utc,
+    wall_clock_fields,
 )
 from .zones import resolve, zone
 
@@ -509,14 +510,7 @@ class RRule:
             "calendar": {} if excluded is None else excluded.definition(),
             "on_excluded": self.on_excluded.value,
             "cron": "",
-            "time_zone": self.zone,
-            "skipped_time": self.skipped.value,
-            "repeated_time": self.repeated.value,
-            "zone_reason": self.reason,
-            "interval": None,
-            "anchor": None,
-            "run_at": None,
-            "delay": None,
+            **wall_clock_fields(self.zone, self.skipped, self.repeated, self.reason),
         }
 
     def describe(self) -> str:

@@ -270,15 +270,8 @@ class Cron:
         return {
             "timing_kind": self.kind.value,
             "cron": self.expr,
-            "time_zone": self.zone,
-            "skipped_time": self.skipped.value,
-            "repeated_time": self.repeated.value,
-            "zone_reason": self.reason,
+            **wall_clock_fields(self.zone, self.skipped, self.repeated, self.reason),
             **_no_rule(),
-            "interval": None,
-            "anchor": None,
-            "run_at": None,
-            "delay": None,
         }
 
 
@@ -445,6 +438,23 @@ class After:
         if self.created_at is not None:
             fields["run_at"] = self.instant
         return fields
+
+
+def wall_clock_fields(
+    zone: str, skipped: SkippedTime, repeated: RepeatedTime, reason: str
+) -> dict[str, Any]:
+    """The record columns of a wall-clock timing (``cron``, ``rrule``): its zone, DST choices
+    and reason, and no elapsed-time or one-off columns."""
+    return {
+        "time_zone": zone,
+        "skipped_time": skipped.value,
+        "repeated_time": repeated.value,
+        "zone_reason": reason,
+        "interval": None,
+        "anchor": None,
+        "run_at": None,
+        "delay": None,
+    }
 
 
 def _no_rule() -> dict[str, Any]:
