@@ -15,22 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, models, transaction
-from django.utils.module_loading import import_string
 
-from . import permissions, runbooks, store
+from . import audit, permissions, runbooks, store
 from .clock import ensure_aware_utc, later
 from .conf import get_settings
 from .declarations import Declaration, InvalidSchedule, local_time_gaps
 from .exceptions import JobsError
 from .models import (
     Attempt,
-    AuditRecord,
     Limit,
     Occurrence,
     Origin,
@@ -45,6 +43,7 @@ from .registry import registry
 from .safe_error import loggable
 from .scheduling import timings
 from .scheduling.timings import After, At
+from .validation import printable
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
 TIMING_FIELDS = (
@@ -84,14 +83,6 @@ class SyncReport:
         )
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, timedelta):
-        return value.total_seconds()
-    return value
-
-
 def _audit(
     schedule: Schedule,
     *,
@@ -103,32 +94,22 @@ def _audit(
     target_id: str | None = None,
     **changes: Any,
 ) -> None:
-    """Record an action in the caller's transaction: in the project's audit log when
-    ``DJANGO_JOBS["AUDIT_LOG"]`` names one, otherwise as a django_jobs ``AuditRecord``.
+    """Record an action on ``schedule`` through the one audit writer (``audit.record``).
 
     ``schedule`` is the row the service read and locked, so the record's schedule and tenant
-    are the ones acted on. ``actor`` is a user (named, and identified by its primary key, which
-    a renamed or reused username cannot take over) or one of the system's own names
-    (``django_jobs.sync``), which has no id."""
-    who = _who(actor)
-    record = {
-        "at": now,
-        "actor": who.name,
-        "actor_id": who.id,
-        "action": action,
-        "tenant": schedule.tenant,
-        "schedule_id": schedule.pk,
-        "target_type": target_type,
-        "target_id": target_id or str(schedule.pk),
-        "reason": reason,
-        "before": {k: _jsonable(v) for k, v in changes.get("before", {}).items()},
-        "after": {k: _jsonable(v) for k, v in changes.get("after", {}).items()},
-    }
-    audit_log = get_settings().AUDIT_LOG
-    if audit_log:
-        import_string(audit_log)(**record)
-    else:
-        AuditRecord.objects.create(**record)
+    are the ones acted on."""
+    audit.record(
+        at=now,
+        actor=actor,
+        action=action,
+        tenant=schedule.tenant,
+        schedule_id=schedule.pk,
+        target_type=target_type,
+        target_id=target_id or str(schedule.pk),
+        reason=reason,
+        before=changes.get("before"),
+        after=changes.get("after"),
+    )
 
 
 @dataclass(frozen=True)
@@ -340,7 +321,7 @@ def _need_user(actor: Any, what: str) -> Any:
             f"{what}: actor: a Django user is needed (their permission is checked and their "
             f"id audited), got {type(actor).__name__}"
         )
-    _actor_name(actor)  # a name the audit record can hold
+    audit.actor_name(actor)  # a name the audit record can hold
     return actor
 
 
@@ -456,43 +437,12 @@ PARKED_SHOWN = 20
 # --- Operator actions: permission, one transaction, audit -----------------------------------
 
 
-@dataclass(frozen=True)
-class _Actor:
-    """Who an audit record names: the username when it acted and the user's primary key,
-    which a renamed or reused username cannot take over (None for the system's own names)."""
-
-    name: str
-    id: str | None
-
-
-def _who(actor: Any) -> _Actor:
-    if isinstance(actor, str):  # the system's own actors: django_jobs.sync, ...
-        return _Actor(_actor_name(actor), None)
-    pk = getattr(actor, "pk", None)
-    return _Actor(_actor_name(actor), None if pk is None else str(pk))
-
-
-def _actor_name(actor: Any) -> str:
-    name = str(actor.get_username() if hasattr(actor, "get_username") else actor)
-    if not name.strip() or len(name) > 200 or not _printable(name):
-        raise JobsError(
-            f"actor: a name of 1-200 printable characters is needed for the audit record, "
-            f"got {name[:50]!r}{'...' if len(name) > 50 else ''}"
-        )
-    return name
-
-
-def _printable(text: str) -> bool:
-    # PostgreSQL refuses NUL in text; other control characters garble audit trails and logs.
-    return all(ch.isprintable() or ch in "\n\t" for ch in text)
-
-
 def _need_reason(reason: str, what: str) -> str:
     if not isinstance(reason, str) or not reason.strip():
         raise JobsError(f"{what}: reason: say why (it is kept in the audit record)")
     if len(reason) > 2000:
         raise JobsError(f"{what}: reason: at most 2000 characters, got {len(reason)}")
-    if not _printable(reason):
+    if not printable(reason):
         raise JobsError(f"{what}: reason: must not contain NUL or other control characters")
     return reason.strip()
 
@@ -777,7 +727,7 @@ def disable(
         )
         if schedule.enabled:
             schedule.enabled = False
-            schedule.disabled_by, schedule.disabled_reason = _actor_name(actor), reason
+            schedule.disabled_by, schedule.disabled_reason = audit.actor_name(actor), reason
             schedule.disabled_at = schedule.updated_at = now
             schedule.save(update_fields=[*DISABLED_FIELDS, "updated_at"])
         _audit(
@@ -860,7 +810,7 @@ def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
     transaction of its own, and ``JobsError`` names the schedule and the cause.
     """
     now = ensure_aware_utc(now, name="now")
-    _actor_name(actor)  # a name the audit record can hold, or refused before anything else
+    audit.actor_name(actor)  # a name the audit record can hold, or refused before anything else
     checked: Schedule | None = None  # the locked row, once the actor may purge it
     try:
         with transaction.atomic():

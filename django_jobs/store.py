@@ -25,9 +25,10 @@ from uuid import UUID
 from django.db import connection, transaction
 from django.db.models import DateField, DateTimeField, DurationField
 
+from . import audit
 from .clock import ensure_aware_utc
 from .identity import occurrence_id
-from .models import AttemptOutcome, AuditRecord, Schedule, SkipReason, Trigger
+from .models import AttemptOutcome, Schedule, SkipReason, Trigger
 from .safe_error import SafeError
 
 OCC = "django_jobs_occurrence"
@@ -1174,16 +1175,16 @@ def record_skip_summary(
     schedule: Schedule, *, now: datetime, count: int, first: datetime, last: datetime
 ) -> None:
     """The one record that stands for missed occurrences skipped without rows of their own."""
-    AuditRecord.objects.create(
+    audit.record(
         at=now,
-        actor="django_jobs.planner",
+        actor=audit.PLANNER,
         action="misfire.skipped",
         tenant=schedule.tenant,
         schedule_id=schedule.pk,
         target_type="schedule",
         target_id=str(schedule.pk),
         reason=f"{count} missed occurrences skipped by misfire policy {schedule.misfire}",
-        after={"count": count, "first": first.isoformat(), "last": last.isoformat()},
+        after={"count": count, "first": first, "last": last},
     )
 
 

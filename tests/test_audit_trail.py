@@ -13,13 +13,14 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_jobs import services, store
 from django_jobs.models import AuditRecord, Occurrence, Schedule, ScheduleStatus
 from django_jobs.permissions import grant_tenant
+from django_jobs.worker.planning import plan_due
 
 from .factories import T0, ScheduleFactory
 
@@ -244,6 +245,36 @@ def test_every_writer_records_the_schedule_and_only_users_have_an_id() -> None:
         ("misfire.skipped", schedule.pk, "acme", "django_jobs.planner", None),
         ("schedule.retired", one_off.pk, "acme", "django_jobs.retention", None),
     ]
+
+
+PROJECT_LOG: list[dict] = []
+
+
+def project_audit_log(**record) -> None:
+    """A project's ``AUDIT_LOG`` function: it keeps what it is given."""
+    PROJECT_LOG.append(record)
+
+
+@override_settings(DJANGO_JOBS={"AUDIT_LOG": "tests.test_audit_trail.project_audit_log"})
+def test_a_misfire_summary_reaches_the_projects_audit_log() -> None:
+    """The planner's misfire summary goes through the one audit writer, so a project that
+    keeps its own audit log sees it there (and django_jobs writes no record of its own)."""
+    PROJECT_LOG.clear()
+    schedule = ScheduleFactory.create(
+        tenant="acme",
+        interval=timedelta(seconds=1),
+        anchor=T0,
+        created_at=T0,
+        next_due_at=T0,
+        max_delay=timedelta(seconds=5),
+    )
+    plan_due(now=T0 + timedelta(hours=1))
+    [summary] = [r for r in PROJECT_LOG if r["action"] == "misfire.skipped"]
+    assert (summary["actor"], summary["actor_id"]) == ("django_jobs.planner", None)
+    assert (summary["tenant"], summary["schedule_id"]) == ("acme", schedule.pk)
+    assert summary["after"]["first"] == T0.isoformat()
+    assert summary["after"]["count"] == 3601 - 6 - 100  # all instants, on time, rows
+    assert not AuditRecord.objects.filter(action="misfire.skipped").exists()
 
 
 def backfill_sql() -> list[str]:

@@ -1,0 +1,100 @@
+"""The one writer of audit records.
+
+Every action that must be answerable later (an operator's replay, disable or purge, a sync's
+changes, the planner's misfire summaries) is recorded through :func:`record`, in the caller's
+transaction. A project that names ``DJANGO_JOBS["AUDIT_LOG"]`` receives every record there;
+otherwise records are ``AuditRecord`` rows.
+
+Actors are either users (named, and identified by primary key, which a renamed or reused
+username cannot take over) or one of the system's own names (``django_jobs.sync``,
+``django_jobs.planner``), which have no id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from .conf import get_settings
+from .exceptions import JobsError
+from .models import AuditRecord
+from .validation import printable
+
+PLANNER = "django_jobs.planner"
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who an audit record names: the username when it acted and the user's primary key
+    (None for the system's own names)."""
+
+    name: str
+    id: str | None
+
+
+def actor_of(actor: Any) -> Actor:
+    """The audit identity of a user or a system name; refuses a name a record cannot hold."""
+    if isinstance(actor, str):  # the system's own actors: django_jobs.sync, ...
+        return Actor(actor_name(actor), None)
+    pk = getattr(actor, "pk", None)
+    return Actor(actor_name(actor), None if pk is None else str(pk))
+
+
+def actor_name(actor: Any) -> str:
+    """The name an audit record keeps for ``actor``: 1-200 printable characters."""
+    name = str(actor.get_username() if hasattr(actor, "get_username") else actor)
+    if not name.strip() or len(name) > 200 or not printable(name):
+        raise JobsError(
+            f"actor: a name of 1-200 printable characters is needed for the audit record, "
+            f"got {name[:50]!r}{'...' if len(name) > 50 else ''}"
+        )
+    return name
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return value
+
+
+def record(
+    *,
+    at: datetime,
+    actor: Any,
+    action: str,
+    tenant: str,
+    schedule_id: int | None,
+    target_type: str,
+    target_id: str,
+    reason: str,
+    before: Mapping[str, Any] | None = None,
+    after: Mapping[str, Any] | None = None,
+) -> None:
+    """Record one action in the caller's transaction, in the project's audit log when
+    ``DJANGO_JOBS["AUDIT_LOG"]`` names one (called with these keyword arguments, plus
+    ``actor_id``), otherwise as an ``AuditRecord``."""
+    who = actor_of(actor)
+    fields = {
+        "at": at,
+        "actor": who.name,
+        "actor_id": who.id,
+        "action": action,
+        "tenant": tenant,
+        "schedule_id": schedule_id,
+        "target_type": target_type,
+        "target_id": target_id,
+        "reason": reason,
+        "before": {k: _jsonable(v) for k, v in (before or {}).items()},
+        "after": {k: _jsonable(v) for k, v in (after or {}).items()},
+    }
+    audit_log = get_settings().AUDIT_LOG
+    if audit_log:
+        import_string(audit_log)(**fields)
+    else:
+        AuditRecord.objects.create(**fields)
