@@ -1,0 +1,106 @@
+"""The occurrence and lease store: the only code that writes occurrence and lease state.
+
+One function per operation, each one SQL statement (one round trip). Every instant comes from
+the caller's clock as a parameter; nothing here compares with PostgreSQL's ``now()``, which is
+frozen for the length of a transaction.
+
+Fencing: every claim of an occurrence increments its ``fencing_token``. Every write that ends
+or extends a claim names the token it holds and changes nothing unless that token is still the
+occurrence's current one and the owner matches. A refused write is recorded on its Attempt as
+``fenced_out`` and reported to the caller.
+
+Each function runs on Django's default connection inside whatever transaction the caller holds
+(autocommit otherwise), so a service can combine a store write with its audit record.
+
+The package is laid out by concern; each module's docstring says what it owns. Callers
+use the operations through this package (``store.claim_runs``), never a module of it.
+"""
+
+from __future__ import annotations
+
+from ._sql import TENANT_MISMATCH, WORKER_LOST
+from .claims import RUN_FIELDS, claim, claim_runs
+from .clock import database_clock, measure_clock_offset
+from .completion import complete, dead_letter, excuse_outage, fail, release
+from .leases import hold, mark_started, renew
+from .operator import cancel_running, replay
+from .planning import (
+    PlanningContext,
+    advance_schedule,
+    lock_for_sync,
+    lock_schedules_to_plan,
+    mark_missed,
+    missed_unstarted,
+    park,
+    park_unplannable,
+    park_unreadable,
+    plan,
+    planning_context,
+    record_skip_summary,
+)
+from .records import Claimed, Lease, PlannedOccurrence, WriteResult
+from .replicas import CHANNEL, heartbeat, next_schedule_due, next_wakeup, notify
+from .retention import (
+    consumed_one_offs,
+    purge,
+    purge_batch,
+    record_retention,
+    release_retention_lock,
+    remove_retired_one_offs,
+    retire_one_offs,
+    schedules_with_limits,
+    try_retention_lock,
+)
+from .steps import record_step, step_done
+
+__all__ = [
+    "CHANNEL",
+    "RUN_FIELDS",
+    "TENANT_MISMATCH",
+    "WORKER_LOST",
+    "Claimed",
+    "Lease",
+    "PlannedOccurrence",
+    "PlanningContext",
+    "WriteResult",
+    "advance_schedule",
+    "cancel_running",
+    "claim",
+    "claim_runs",
+    "complete",
+    "consumed_one_offs",
+    "database_clock",
+    "dead_letter",
+    "excuse_outage",
+    "fail",
+    "heartbeat",
+    "hold",
+    "lock_for_sync",
+    "lock_schedules_to_plan",
+    "mark_missed",
+    "mark_started",
+    "measure_clock_offset",
+    "missed_unstarted",
+    "next_schedule_due",
+    "next_wakeup",
+    "notify",
+    "park",
+    "park_unplannable",
+    "park_unreadable",
+    "plan",
+    "planning_context",
+    "purge",
+    "purge_batch",
+    "record_retention",
+    "record_skip_summary",
+    "record_step",
+    "release",
+    "release_retention_lock",
+    "remove_retired_one_offs",
+    "renew",
+    "replay",
+    "retire_one_offs",
+    "schedules_with_limits",
+    "step_done",
+    "try_retention_lock",
+]

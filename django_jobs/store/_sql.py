@@ -1,0 +1,126 @@
+"""Shared SQL building blocks of the store: table names, row helpers and the guards several
+statements share.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+from django.db.models import DateField, DateTimeField, DurationField
+
+from ..models import Schedule
+
+OCC = "django_jobs_occurrence"
+ATT = "django_jobs_attempt"
+SCH = "django_jobs_schedule"
+LIM = "django_jobs_limit"
+STEP = "django_jobs_step"
+RUNBOOK = "django_jobs_runbook"
+AUDIT = "django_jobs_auditrecord"
+CONSUMED = "django_jobs_consumedoneoff"
+
+_TERMINAL = ("completed", "dead", "skipped", "cancelled")
+
+# ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
+WORKER_LOST = "WorkerLost"
+# ``last_error_type`` of an occurrence whose tenant is not its schedule's (never run).
+TENANT_MISMATCH = "TenantMismatch"
+
+
+def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+
+def _named_rows(sql: str, params: dict[str, Any]) -> list[Any]:
+    """Rows as named tuples, their fields named by the statement's column names."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = namedtuple("row", [column.name for column in cursor.description])  # type: ignore[misc]
+        return [row(*values) for values in cursor.fetchall()]
+
+
+def _not_paused(tenant: str, key: str) -> str:
+    """SQL: the schedule is not named by the kill switch ``%(excluded)s`` (conf.py): a bare
+    key in any tenant, ``'<tenant>/<key>'`` or ``'<tenant>/*'``. (``"*"`` is the caller's:
+    nothing is planned or claimed then.)"""
+    return f"""NOT ({key} = ANY(%(excluded)s::text[])
+                OR {tenant} || '/' || {key} = ANY(%(excluded)s::text[])
+                OR {tenant} || '/*' = ANY(%(excluded)s::text[]))"""
+
+
+# Values PostgreSQL stores and Python cannot hold, so psycopg refuses to load them: an interval
+# beyond timedelta's 999,999,999 days, an instant before year 1 or after 9999 ('infinity'). A
+# row holding one is written behind django_jobs' back; statements that load rows leave it out
+# (and the planner parks it, ``park_unreadable``), so it cannot fail every pass of every
+# replica.
+# Under a billion days: psycopg loads up to 999,999,999 days, counting a year as 365 days where
+# extract(epoch ...) counts 365.25, so this bound never admits what psycopg refuses.
+_PY_SECONDS = 86_400_000_000_000
+
+
+def _loadable(column: str, kind: str) -> str:
+    """SQL: ``column`` (of type ``kind``: interval, timestamptz or date) is NULL or loadable."""
+    if kind == "interval":
+        return f"({column} IS NULL OR abs(extract(epoch FROM {column})) < {_PY_SECONDS})"
+    if kind == "timestamptz":
+        bounds = "'0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+    else:
+        bounds = "'0001-01-01' AND '9999-12-31'"
+    return f"({column} IS NULL OR {column} BETWEEN {bounds})"
+
+
+def _sql_kind(field: Any) -> str | None:
+    if isinstance(field, DurationField):
+        return "interval"
+    if isinstance(field, DateTimeField):
+        return "timestamptz"
+    if isinstance(field, DateField):
+        return "date"
+    return None
+
+
+# (column, kind) of every Schedule column whose value Python may fail to hold.
+_SCHEDULE_VALUES: list[tuple[str, str]] = [
+    (str(f.column), kind)
+    for f in Schedule._meta.concrete_fields
+    if (kind := _sql_kind(f)) is not None
+]
+# Those the claim loads (RUN_FIELDS) or computes with.
+_RUN_VALUES = [
+    (c, k) for c, k in _SCHEDULE_VALUES if c in {"timeout", "backoff", "max_backoff", "max_delay"}
+]
+
+
+def _capped(max_delay: str) -> str:
+    """SQL: ``max_delay`` within 0 and 100,000 days, so that an instant minus it never leaves
+    the calendar (a row's value may be anything): a longer one never makes a run missed."""
+    return f"GREATEST(LEAST({max_delay}, interval '100000 days'), interval '0')"
+
+
+def _all_loadable(alias: str, values: Sequence[tuple[str, str]]) -> str:
+    return " AND ".join(_loadable(f"{alias}.{c}", k) for c, k in values)
+
+
+# The costs of disabled plan types would also push the statement past ``jit_above_cost``,
+# and compiling it takes half a second: JIT goes off with them.
+_ORDERED_WALK = ("enable_sort", "enable_bitmapscan", "enable_seqscan", "jit")
+
+
+def _walk_the_due_index() -> list[str]:
+    """Turn off, for the rest of the transaction, the plans that read every due row; return
+    the settings they had (the target list is evaluated left to right)."""
+    reads = ", ".join(f"current_setting('{name}')" for name in _ORDERED_WALK)
+    sets = ", ".join(f"set_config('{name}', 'off', true)" for name in _ORDERED_WALK)
+    return list(_rows(f"SELECT {reads}, {sets}", {})[0][: len(_ORDERED_WALK)])
+
+
+def _restore_planner(previous: list[str]) -> None:
+    sets = ", ".join(
+        f"set_config('{name}', %(p{n})s, true)" for n, name in enumerate(_ORDERED_WALK)
+    )
+    _rows(f"SELECT {sets}", {f"p{n}": value for n, value in enumerate(previous)})

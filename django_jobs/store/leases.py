@@ -1,0 +1,86 @@
+"""Leases: renewing, starting and holding a claimed occurrence, each fenced by its token."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from ..clock import ensure_aware_utc
+from ._sql import ATT, OCC, _rows
+from .records import Lease, _lease_arrays
+
+
+def renew(
+    leases: Sequence[Lease], *, owner: str, now: datetime, lease_for: timedelta
+) -> list[Lease]:
+    """Extend the leases ``owner`` still holds; return them with their new expiry.
+
+    A lease is still held while its token is the occurrence's current one and the occurrence
+    is processing under ``owner``. A lease missing from the result is lost: the worker must
+    stop that run at once.
+
+    Never waits for a row lock: a row locked by another transaction (in practice the holder's
+    own ``run.atomic()``, which no claim can take over while it holds the lock) is returned
+    still held but not extended, and renewed by a later call. One statement.
+    """
+    if not leases:
+        return []
+    now = ensure_aware_utc(now, name="now")
+    expires = now + lease_for
+    held = f"""
+        FROM {OCC} o JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+            ON o.id = t.id
+        WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
+          AND o.state = 'processing'
+    """
+    sql = f"""
+        WITH free AS (SELECT o.id {held} FOR NO KEY UPDATE OF o SKIP LOCKED),
+        renewed AS (
+            UPDATE {OCC} o SET lease_expires_at = %(expires)s, due_at = %(expires)s
+            FROM free WHERE o.id = free.id
+            RETURNING o.id
+        )
+        SELECT id, true FROM renewed
+        UNION ALL
+        SELECT o.id, false {held} AND o.id NOT IN (SELECT id FROM free)
+    """
+    kept = dict(_rows(sql, {**_lease_arrays(leases), "owner": owner, "expires": expires}))
+    return [
+        Lease(**{**lease.__dict__, "expires_at": expires}) if kept[lease.occurrence_id] else lease
+        for lease in leases
+        if lease.occurrence_id in kept
+    ]
+
+
+def mark_started(lease: Lease, *, now: datetime) -> None:
+    """A run claimed ahead has started: from now on a lapse of its lease is a lost attempt.
+
+    Committed without waiting for the WAL flush (``synchronous_commit`` off for this one
+    statement): it must outlive this worker process, which it does once committed; only a
+    crash of PostgreSQL itself in the next moments could lose it, and then the attempt counts
+    as unstarted.
+    """
+    sql = f"""
+        UPDATE {ATT} SET outcome = 'running', started_at = %(now)s
+        WHERE occurrence_id = %(id)s AND fencing_token = %(token)s AND outcome = 'claimed'
+          AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+    """
+    params = {"id": lease.occurrence_id, "token": lease.token}
+    _rows(sql, {**params, "now": ensure_aware_utc(now, name="now")})
+
+
+def hold(lease: Lease) -> bool:
+    """Lock the occurrence for the rest of the caller's transaction, if ``lease`` is current.
+
+    Used by ``Run.atomic()``: while the lock is held no other replica can claim, complete or
+    fail the occurrence, so the handler's writes and the completion commit together or not
+    at all. Returns ``False`` (and locks nothing) when the token is stale.
+    """
+    sql = f"""
+        SELECT 1 FROM {OCC}
+        WHERE id = %(id)s AND fencing_token = %(token)s
+          AND lease_owner = %(owner)s AND state = 'processing'
+        FOR UPDATE
+    """
+    params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
+    return bool(_rows(sql, params))

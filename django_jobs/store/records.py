@@ -1,0 +1,80 @@
+"""The values the store hands to and takes from its callers: planned occurrences, leases, claims,
+write results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ..identity import occurrence_id
+from ..models import Schedule, SkipReason, Trigger
+
+
+@dataclass(frozen=True)
+class PlannedOccurrence:
+    """An occurrence to plan. With a ``skip_reason`` it is recorded as skipped, never run."""
+
+    schedule_id: int
+    tenant: str
+    schedule_key: str
+    scheduled_at: datetime
+    skip_reason: SkipReason | None = None
+    trigger: Trigger = Trigger.SCHEDULE
+
+    @property
+    def id(self) -> UUID:
+        return occurrence_id(self.tenant, self.schedule_key, self.scheduled_at)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's claim on one occurrence: valid while ``token`` is the occurrence's current one."""
+
+    occurrence_id: UUID
+    token: int
+    owner: str
+    expires_at: datetime
+    schedule_id: int
+    tenant: str
+    scheduled_at: datetime
+    attempt: int
+    trigger: str
+    failures: int = 0  # failed attempts before this one
+
+
+@dataclass
+class Claimed:
+    """What one claim took: runs to start, occurrences a lost attempt dead-lettered, and
+    forged ones it refused."""
+
+    runs: list[tuple[Lease, Schedule]] = field(default_factory=list)
+    dead: list[UUID] = field(default_factory=list)
+    # Occurrences whose tenant is not their schedule's: refused (dead, ``TenantMismatch``).
+    forged: list[UUID] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """Which leases a fenced write applied to, and which it refused as stale."""
+
+    accepted: frozenset[UUID]
+    refused: frozenset[UUID]
+
+
+def _lease_arrays(leases: Sequence[Lease]) -> dict[str, list[Any]]:
+    """The identities and tokens of ``leases`` as the parallel arrays a fenced statement
+    unnests."""
+    return {
+        "ids": [lease.occurrence_id for lease in leases],
+        "tokens": [lease.token for lease in leases],
+    }
