@@ -4,42 +4,114 @@ statements share.
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from django.db import connection
 from django.db.models import DateField, DateTimeField, DurationField
+from psycopg import sql
 
-from ..models import Schedule
+from ..models import (
+    CLAIMABLE_STATES,
+    TERMINAL_STATES,
+    Attempt,
+    AttemptOutcome,
+    AuditRecord,
+    ConsumedOneOff,
+    Limit,
+    Occurrence,
+    OccurrenceState,
+    Origin,
+    Runbook,
+    Schedule,
+    ScheduleStatus,
+    Step,
+    Trigger,
+)
+from ..scheduling.policies import TimingKind
 
-OCC = "django_jobs_occurrence"
-ATT = "django_jobs_attempt"
-SCH = "django_jobs_schedule"
-LIM = "django_jobs_limit"
-STEP = "django_jobs_step"
-RUNBOOK = "django_jobs_runbook"
-AUDIT = "django_jobs_auditrecord"
-CONSUMED = "django_jobs_consumedoneoff"
+# Table names come from the models' ``_meta``: a statement names ``{occurrence}``, never the
+# table itself. (The short constants are kept for statements not yet moved to sql/.)
+_MODELS = {
+    "occurrence": Occurrence,
+    "attempt": Attempt,
+    "schedule": Schedule,
+    "limit": Limit,
+    "step": Step,
+    "runbook": Runbook,
+    "audit": AuditRecord,
+    "consumed": ConsumedOneOff,
+}
+TABLES = {name: model._meta.db_table for name, model in _MODELS.items()}
+OCC, ATT, SCH, LIM = TABLES["occurrence"], TABLES["attempt"], TABLES["schedule"], TABLES["limit"]
+STEP, RUNBOOK, AUDIT, CONSUMED = (
+    TABLES["step"],
+    TABLES["runbook"],
+    TABLES["audit"],
+    TABLES["consumed"],
+)
 
-_TERMINAL = ("completed", "dead", "skipped", "cancelled")
+_TERMINAL = tuple(str(state) for state in TERMINAL_STATES)
 
 # ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
 WORKER_LOST = "WorkerLost"
 # ``last_error_type`` of an occurrence whose tenant is not its schedule's (never run).
 TENANT_MISMATCH = "TenantMismatch"
 
+# Every state, outcome and kind a statement compares with or writes, bound as a parameter
+# named after it (``%(processing)s``, ``%(terminal)s``): no state name is typed into SQL, so
+# the models' choices are the only spelling. Django's psycopg backend binds client-side, so
+# the server still sees literals and partial indexes on ``state`` keep matching.
+VALUES: dict[str, Any] = {
+    **{state.value: state.value for state in OccurrenceState},
+    **{f"attempt_{o.value}": o.value for o in AttemptOutcome},
+    **{f"status_{s.value}": s.value for s in ScheduleStatus},
+    **{f"trigger_{t.value}": t.value for t in Trigger},
+    **{f"origin_{o.value}": o.value for o in Origin},
+    **{f"timing_{k.value}": k.value for k in TimingKind},
+    "terminal": list(_TERMINAL),
+    "claimable": [str(state) for state in CLAIMABLE_STATES],
+    "one_off": [TimingKind.AT.value, TimingKind.AFTER.value],
+    "worker_lost": WORKER_LOST,
+    "tenant_mismatch": TENANT_MISMATCH,
+}
 
-def _rows(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+SQL_DIR = Path(__file__).with_name("sql")
+
+
+def load_queries(concern: str, **fragments: str) -> dict[str, str]:
+    """The named queries of ``sql/<concern>.sql``, each after a ``-- name: <query>`` line.
+
+    Tables are written ``{occurrence}``, ``{schedule}``... and filled in from the models'
+    ``_meta`` (quoted with ``psycopg.sql.Identifier``); ``fragments`` fill other ``{name}``
+    placeholders with SQL the caller composed (guards shared by several statements). Literal
+    braces in a statement are doubled, as with ``str.format``.
+    """
+    text = (SQL_DIR / f"{concern}.sql").read_text()
+    tables = {name: sql.Identifier(table) for name, table in TABLES.items()}
+    parts = {name: sql.SQL(fragment) for name, fragment in fragments.items()}
+    queries = {}
+    for block in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
+        name, _, body = block.partition("\n")
+        composed = sql.SQL(body.strip()).format(**tables, **parts)
+        queries[name.strip()] = composed.as_string(None)
+    return queries
+
+
+def _rows(query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Run one statement with ``params`` (and the ``VALUES`` of every state); its rows."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(query, {**VALUES, **params})
         return list(cursor.fetchall()) if cursor.description else []
 
 
-def _named_rows(sql: str, params: dict[str, Any]) -> list[Any]:
+def _named_rows(query: str, params: dict[str, Any]) -> list[Any]:
     """Rows as named tuples, their fields named by the statement's column names."""
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(query, {**VALUES, **params})
         row = namedtuple("row", [column.name for column in cursor.description])  # type: ignore[misc]
         return [row(*values) for values in cursor.fetchall()]
 
