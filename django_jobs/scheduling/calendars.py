@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from .timings import InvalidTiming
+from .timing import InvalidTiming
 
 FIELD = "timing.exclude"
 # Enough for years of ad-hoc closures; a longer list is a pattern (weekends, holidays), not dates.

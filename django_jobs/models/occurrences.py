@@ -1,0 +1,189 @@
+"""An occurrence (one planned run of a schedule, with its lease), its ``Attempt``s and the
+``Step``s it already did. Their state is written only by ``django_jobs.store``.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from .schedules import Schedule
+
+
+class OccurrenceState(models.TextChoices):
+    SCHEDULED = "scheduled", "scheduled"
+    PROCESSING = "processing", "processing"
+    COMPLETED = "completed", "completed"
+    FAILED = "failed", "failed, waiting for a retry"
+    DEAD = "dead", "dead (poison)"
+    SKIPPED = "skipped", "skipped"
+    CANCELLED = "cancelled", "cancelled"
+
+
+# States in which an occurrence needs a worker once its `due_at` has passed.
+CLAIMABLE_STATES = (
+    OccurrenceState.SCHEDULED,
+    OccurrenceState.FAILED,
+    OccurrenceState.PROCESSING,  # due_at is the lease expiry: claimable once the lease has expired
+)
+TERMINAL_STATES = (
+    OccurrenceState.COMPLETED,
+    OccurrenceState.DEAD,
+    OccurrenceState.SKIPPED,
+    OccurrenceState.CANCELLED,
+)
+
+
+class SkipReason(models.TextChoices):
+    MISFIRE = "misfire", "missed its maximum start delay"
+    OVERLAP = "overlap", "the previous occurrence was still running"
+    DISABLED = "disabled", "the schedule was disabled"
+    EXCLUDED = "excluded", "its date is excluded by the schedule's calendar"
+
+
+class Trigger(models.TextChoices):
+    SCHEDULE = "schedule", "the schedule"
+    RETRY = "retry", "a retry"
+    MANUAL = "manual", "a manual replay or run-now"
+    CATCHUP = "catchup", "a missed run replayed by the misfire policy"
+
+
+class Occurrence(models.Model):
+    """One planned run of a schedule, with its lease."""
+
+    # Derived from (tenant, schedule key, scheduled instant): see django_jobs.identity.
+    id = models.UUIDField(primary_key=True, editable=False)
+    # Indexed by the (schedule, scheduled_at) indexes below, which lead with it.
+    schedule = models.ForeignKey(
+        Schedule, on_delete=models.PROTECT, related_name="occurrences", db_index=False
+    )
+    tenant = models.CharField(max_length=100, blank=True, default="")
+    scheduled_at = models.DateTimeField()
+
+    state = models.CharField(
+        max_length=12, choices=OccurrenceState.choices, default=OccurrenceState.SCHEDULED
+    )
+    skip_reason = models.CharField(max_length=10, choices=SkipReason.choices, blank=True)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices, default=Trigger.SCHEDULE)
+    # When the occurrence next needs a worker: its scheduled or retry instant, or, while
+    # processing, its lease expiry. One column lets one partial index serve every claim.
+    due_at = models.DateTimeField()
+
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_token = models.BigIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_error_type = models.CharField(max_length=200, blank=True, default="")
+    last_error_message = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(state=OccurrenceState.PROCESSING)
+                | (~Q(lease_owner="") & Q(lease_expires_at__isnull=False)),
+                name="django_jobs_processing_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=Q(fencing_token__gte=0), name="django_jobs_token_not_negative"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=OccurrenceState.SKIPPED) | ~Q(skip_reason=""),
+                name="django_jobs_skipped_has_reason",
+            ),
+        ]
+        indexes = [
+            # The claim query: due work in a claimable state, oldest first.
+            models.Index(
+                fields=["due_at"],
+                name="django_jobs_occurrence_due",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),
+            # The plan pass: a schedule's unfinished occurrences (missed, running), without
+            # walking its history.
+            models.Index(
+                fields=["schedule", "scheduled_at"],
+                name="django_jobs_occurrence_live",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            models.Index(
+                fields=["schedule", "scheduled_at"],
+                name="django_jobs_occurrence_dead",
+                condition=Q(state=OccurrenceState.DEAD),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule}@{self.scheduled_at.isoformat()}"
+
+
+class AttemptOutcome(models.TextChoices):
+    # Claimed ahead of a free run thread; ``running`` once a thread starts it. Only a started
+    # attempt whose lease lapses counts as a failure.
+    CLAIMED = "claimed", "claimed, waiting for a run thread"
+    RUNNING = "running", "running"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    TIMED_OUT = "timed_out", "timed out"
+    CANCELLED = "cancelled", "cancelled"
+    RELEASED = "released", "released on shutdown"
+    LEASE_LOST = "lease_lost", "lost: the lease lapsed without an outcome (counted as a failure)"
+    FENCED_OUT = "fenced_out", "completion refused: stale fencing token"
+    UNSTARTED = "unstarted", "claimed ahead, never started (not counted)"
+    OUTAGE = "outage", "ended by a store outage (not counted as a failure)"
+
+
+class Attempt(models.Model):
+    """One claim of an occurrence by a worker, and how it ended."""
+
+    # Indexed by the unique (occurrence, number) constraint below, which leads with it.
+    occurrence = models.ForeignKey(
+        Occurrence, on_delete=models.CASCADE, related_name="attempt_history", db_index=False
+    )
+    number = models.PositiveIntegerField()
+    fencing_token = models.BigIntegerField()
+    replica = models.CharField(max_length=200)
+    trigger = models.CharField(max_length=10, choices=Trigger.choices)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(
+        max_length=12, choices=AttemptOutcome.choices, default=AttemptOutcome.RUNNING
+    )
+    error_type = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["occurrence", "number"], name="django_jobs_attempt_number"
+            ),
+            models.UniqueConstraint(
+                fields=["occurrence", "fencing_token"], name="django_jobs_attempt_token"
+            ),
+        ]
+        ordering = ["occurrence", "number"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.occurrence_id}"
+
+
+class Step(models.Model):
+    """A side effect of an occurrence that already happened (``run.once``): a duplicate
+    execution after a crash skips it."""
+
+    occurrence = models.ForeignKey(Occurrence, on_delete=models.CASCADE, related_name="steps")
+    name = models.CharField(max_length=200)
+    fencing_token = models.BigIntegerField()
+    done_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["occurrence", "name"], name="django_jobs_step_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} of {self.occurrence_id}"

@@ -1,0 +1,207 @@
+"""The ``cron`` timing: a five-field cron expression evaluated as wall-clock time in a zone.
+Pure: no clock, no database.
+
+``cron`` (the module) iterates an expression's naive wall times; this timing turns them into
+UTC instants under the schedule's skipped and repeated rules (``zones.resolve``), and counts
+long spans without listing them, exactly around each offset change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Self
+from zoneinfo import ZoneInfo
+
+from ..clock import ensure_aware_utc
+from . import cron as cronlib
+from .policies import RepeatedTime, SkippedTime, TimingKind
+from .timing import InvalidTiming, bounds, no_rule_fields, wall_clock_fields
+from .wall_clock import WALL_MARGIN, check_wall_clock, chosen_choices, is_utc
+from .zones import gap_end, resolve, zone
+
+_FIRST_WINDOW = timedelta(hours=1)
+_MAX_WINDOW = timedelta(days=31)
+_HORIZON = timedelta(days=366 * 30)
+_SAMPLE = timedelta(minutes=30)
+# How often a long span is sampled for offset changes (no zone changes its offset twice
+# within 12 hours).
+_COUNT_SAMPLE = timedelta(hours=12)
+
+
+def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
+    """Whether ``tz`` changes its UTC offset in ``[start, end]`` (sampled every 30 minutes;
+    no zone changes its offset twice within that)."""
+    offset = start.astimezone(tz).utcoffset()
+    t = start
+    while t < end:
+        t = min(t + _SAMPLE, end)
+        if t.astimezone(tz).utcoffset() != offset:
+            return True
+    return False
+
+
+def _offset_transitions(
+    tz: ZoneInfo, start: datetime, end: datetime
+) -> list[tuple[datetime, timedelta]]:
+    """Where ``tz`` changes its UTC offset in ``(start, end]``, each with the size of the
+    change."""
+    found = []
+    t, offset = start, start.astimezone(tz).utcoffset()
+    while t < end:
+        following = min(t + _COUNT_SAMPLE, end)
+        new = following.astimezone(tz).utcoffset()
+        if new != offset:
+            assert new is not None
+            assert offset is not None
+            found.append((gap_end(t, following, tz), abs(new - offset)))
+            offset = new
+        t = following
+    return found
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A five-field cron expression, evaluated as wall-clock time in ``zone``.
+
+    Like every timing, it is validated on first use (``validate()``), so that ``schedule()``
+    can report a bad argument naming the schedule it belongs to.
+    """
+
+    expr: str
+    zone: str = "UTC"
+    skipped: SkippedTime = SkippedTime.SHIFT
+    repeated: RepeatedTime = RepeatedTime.FIRST
+    # Why a business-local schedule is not UTC (a documented deviation; see ``is_utc``).
+    reason: str = ""
+    kind: TimingKind = TimingKind.CRON
+    # Which DST choices were made explicitly. ``cron()`` records what its caller gave; a
+    # record read back from the database holds both.
+    chosen: frozenset[str] = field(default=frozenset({"skipped", "repeated"}), compare=False)
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        """Check and normalise the arguments once; ``InvalidTiming`` names the bad one."""
+        if self._valid:
+            return self
+        try:
+            object.__setattr__(self, "expr", cronlib.normalise(self.expr))
+        except cronlib.InvalidCron as exc:
+            raise InvalidTiming("timing.cron", str(exc)) from None
+        skipped, repeated, reason = check_wall_clock(
+            self.zone, self.skipped, self.repeated, self.reason
+        )
+        object.__setattr__(self, "skipped", skipped)
+        object.__setattr__(self, "repeated", repeated)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    @property
+    def local(self) -> bool:
+        """Whether this is a business-local schedule (its zone is not UTC)."""
+        return not is_utc(self.zone)
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = bounds(start, end)
+        if end <= start:
+            return []
+        tz = zone(self.zone)
+        margin = (
+            WALL_MARGIN
+            if _offset_changes(tz, start - WALL_MARGIN, end + WALL_MARGIN)
+            else timedelta(0)
+        )
+        wall_lo = start.astimezone(tz).replace(tzinfo=None) - margin - timedelta(microseconds=1)
+        wall_hi = end.astimezone(tz).replace(tzinfo=None) + margin
+        found = {
+            instant
+            for wall in cronlib.wall_times(self.expr, wall_lo, wall_hi)
+            for instant in resolve(wall, tz, skipped=self.skipped, repeated=self.repeated)
+            if start <= instant < end
+        }
+        return sorted(found)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        """How many instants ``between`` would list, without listing them.
+
+        Stretches where the zone keeps one offset are counted as wall times
+        (``cron.count``, a step per matching day); around each offset change, as far as its
+        skipped and repeated local times reach, the instants are listed by ``between``, so
+        the skipped/repeated rules count exactly as they run.
+        """
+        self.validate()
+        start, end = bounds(start, end)
+        if end <= start:
+            return 0
+        tz = zone(self.zone)
+        listed: list[tuple[datetime, datetime]] = []
+        for instant, change in _offset_transitions(tz, start, end):
+            lo, hi = (
+                max(start, instant - change - WALL_MARGIN),
+                min(end, instant + change + WALL_MARGIN),
+            )
+            if listed and lo <= listed[-1][1]:
+                lo = listed.pop()[0]
+            listed.append((lo, hi))
+        total, counted_to = 0, start
+        for lo, hi in listed:
+            total += self._count_one_offset(tz, counted_to, lo) + len(self.between(lo, hi))
+            counted_to = hi
+        return total + self._count_one_offset(tz, counted_to, end)
+
+    def _count_one_offset(self, tz: ZoneInfo, start: datetime, end: datetime) -> int:
+        """The instants in ``[start, end)``, where ``tz`` keeps one offset: one per wall time."""
+        if end <= start:
+            return 0
+        offset = start.astimezone(tz).utcoffset()
+        assert offset is not None
+        tick = timedelta(microseconds=1)
+        wall_lo = (start + offset).replace(tzinfo=None) - tick
+        wall_hi = (end + offset).replace(tzinfo=None) - tick
+        return cronlib.count(self.expr, wall_lo, wall_hi)
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        """Instants from ``start`` on, evaluated window by window (windows grow while empty)."""
+        self.validate()
+        start = ensure_aware_utc(start, name="start")
+        window, lo = _FIRST_WINDOW, start
+        while lo < start + _HORIZON:
+            hi = lo + window
+            found = self.between(lo, hi)
+            yield from found
+            window = _FIRST_WINDOW if found else min(window * 2, _MAX_WINDOW)
+            lo = hi
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "timing_kind": self.kind.value,
+            "cron": self.expr,
+            **wall_clock_fields(self.zone, self.skipped, self.repeated, self.reason),
+            **no_rule_fields(),
+        }
+
+
+def cron(
+    expr: str,
+    *,
+    zone: str = "UTC",
+    skipped: SkippedTime | str | None = None,
+    repeated: RepeatedTime | str | None = None,
+    reason: str = "",
+) -> Cron:
+    """A cron timing. ``zone`` names an IANA zone for a business-local schedule, which says
+    why (``reason``) and what its DST transitions do: ``skipped`` (``"shift"`` or ``"skip"``)
+    and ``repeated`` (``"first"``, ``"last"`` or ``"both"``), given explicitly (check
+    ``django_jobs.E019``; a UTC schedule has no transitions and may leave them out)."""
+    return Cron(
+        expr,
+        zone,
+        SkippedTime.SHIFT if skipped is None else skipped,  # type: ignore[arg-type]
+        RepeatedTime.FIRST if repeated is None else repeated,  # type: ignore[arg-type]
+        reason,
+        chosen=chosen_choices(skipped, repeated),
+    )

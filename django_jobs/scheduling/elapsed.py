@@ -1,0 +1,197 @@
+"""The timings of elapsed time, where zones do not apply: ``every`` (an anchored interval),
+``at`` (one instant) and ``after`` (one delay after the record is created).
+Pure: no clock, no database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Self
+
+from ..clock import ensure_aware_utc
+from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
+from .timing import InvalidTiming, bounds, no_rule_fields, one_off_fields
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Every:
+    """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC).
+
+    Anchored, so it never drifts: ``every(timedelta(minutes=5))`` runs at :00, :05, :10, ...
+    whenever the worker happens to plan. Zones do not apply to elapsed time.
+    """
+
+    interval: timedelta
+    anchor: datetime = EPOCH
+    kind: TimingKind = TimingKind.INTERVAL
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        if not isinstance(self.interval, timedelta) or self.interval <= timedelta(0):
+            raise InvalidTiming(
+                "timing.interval", f"must be a positive timedelta, got {self.interval!r}"
+            )
+        if self.interval < timedelta(seconds=1):
+            raise InvalidTiming("timing.interval", f"must be 1 second or more, got {self.interval}")
+        if self.interval > MAX_DURATION:
+            raise InvalidTiming(
+                "timing.interval", f"must be at most {MAX_DURATION.days} days, got {self.interval}"
+            )
+        try:
+            object.__setattr__(self, "anchor", ensure_aware_utc(self.anchor, name="anchor"))
+        except (ValueError, AttributeError) as exc:
+            raise InvalidTiming("timing.anchor", str(exc)) from None
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def index_at_or_after(self, instant: datetime) -> int:
+        """The index ``k`` of the first instant ``anchor + k * interval >= instant``."""
+        return -((self.anchor - instant) // self.interval)  # ceil((instant - anchor) / interval)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        """How many instants fall in ``[start, end)``, without listing them."""
+        return max(0, self.index_at_or_after(end) - self.index_at_or_after(start))
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = bounds(start, end)
+        found = []
+        index = self.index_at_or_after(start)
+        while (instant := self.anchor + self.interval * index) < end:
+            found.append(instant)
+            index += 1
+        return found
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        index = self.validate().index_at_or_after(ensure_aware_utc(start, name="start"))
+        while True:
+            try:
+                yield self.anchor + self.interval * index
+            except OverflowError:
+                return
+            index += 1
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "timing_kind": self.kind.value,
+            "cron": "",
+            "time_zone": "UTC",
+            "skipped_time": SkippedTime.SHIFT.value,
+            "repeated_time": RepeatedTime.FIRST.value,
+            "zone_reason": "",
+            **no_rule_fields(),
+            "interval": self.interval,
+            "anchor": self.anchor,
+            "run_at": None,
+            "delay": None,
+        }
+
+
+@dataclass(frozen=True)
+class At:
+    """Once, at one aware instant."""
+
+    instant: datetime
+    kind: TimingKind = TimingKind.AT
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        try:
+            object.__setattr__(self, "instant", ensure_aware_utc(self.instant, name="instant"))
+        except (ValueError, AttributeError) as exc:
+            raise InvalidTiming("timing.at", str(exc)) from None
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        self.validate()
+        start, end = bounds(start, end)
+        return [self.instant] if start <= self.instant < end else []
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        return len(self.between(start, end))
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        if self.validate().instant >= ensure_aware_utc(start, name="start"):
+            yield self.instant
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        return {**one_off_fields(), "timing_kind": self.kind.value, "run_at": self.instant}
+
+
+@dataclass(frozen=True)
+class After:
+    """Once, ``delay`` after the schedule record is created (``created_at``, set on creation)."""
+
+    delay: timedelta
+    created_at: datetime | None = None
+    kind: TimingKind = TimingKind.AFTER
+    _valid: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def validate(self) -> Self:
+        if self._valid:
+            return self
+        if not isinstance(self.delay, timedelta) or not timedelta(0) <= self.delay <= MAX_DURATION:
+            raise InvalidTiming(
+                "timing.after",
+                f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, "
+                f"got {self.delay!r}",
+            )
+        if self.created_at is not None:
+            object.__setattr__(
+                self, "created_at", ensure_aware_utc(self.created_at, name="created_at")
+            )
+        object.__setattr__(self, "_valid", True)
+        return self
+
+    def created(self, instant: datetime) -> After:
+        """This timing for a record created at ``instant``."""
+        return After(self.delay, created_at=instant)
+
+    @property
+    def instant(self) -> datetime:
+        self.validate()
+        if self.created_at is None:
+            raise ValueError("after(): the record's creation instant is not known yet")
+        return self.created_at + self.delay
+
+    def between(self, start: datetime, end: datetime) -> list[datetime]:
+        return At(self.instant).between(start, end)
+
+    def count_between(self, start: datetime, end: datetime) -> int:
+        return len(self.between(start, end))
+
+    def iter_from(self, start: datetime) -> Iterator[datetime]:
+        return At(self.instant).iter_from(start)
+
+    def record_fields(self) -> dict[str, Any]:
+        self.validate()
+        fields = {**one_off_fields(), "timing_kind": self.kind.value, "delay": self.delay}
+        if self.created_at is not None:
+            fields["run_at"] = self.instant
+        return fields
+
+
+def every(interval: timedelta, *, anchor: datetime = EPOCH) -> Every:
+    """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC)."""
+    return Every(interval, anchor)
+
+
+def at(instant: datetime) -> At:
+    """Once, at the aware ``instant``."""
+    return At(instant)
+
+
+def after(delay: timedelta) -> After:
+    """Once, ``delay`` after the schedule record is created."""
+    return After(delay)
