@@ -23,10 +23,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from . import permissions, services
-from .clock import SystemClock
 from .exceptions import JobsError
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
 from .scheduling import rrules
+from .validation import REASON_MAX_CHARS, storable
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
@@ -34,7 +34,7 @@ AUDIT_ON_SCHEDULE_PAGE = 20
 
 class ReasonForm(forms.Form):
     reason = forms.CharField(
-        max_length=2000,
+        max_length=REASON_MAX_CHARS,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
         help_text="Why? Kept in the audit record.",
     )
@@ -100,7 +100,7 @@ class GuardedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().response_action(request, queryset, *args, **kwargs)
 
     def get_changelist_instance(self, request: HttpRequest) -> Any:
-        if any("\x00" in item for pair in request.GET.lists() for item in [pair[0], *pair[1]]):
+        if not all(storable(item) for pair in request.GET.lists() for item in [pair[0], *pair[1]]):
             # PostgreSQL refuses NUL in text: Django's own answer to a bad lookup.
             raise IncorrectLookupParameters("a NUL byte in the query")
         return super().get_changelist_instance(request)
@@ -206,7 +206,7 @@ class ScheduleAdmin(ScopedAdmin):
     @admin.display(description="lateness")
     def lateness(self, obj: Any) -> str:
         oldest = getattr(obj, "oldest_due", None)
-        late = SystemClock().now() - oldest if oldest else None
+        late = services.now() - oldest if oldest else None
         if late is None or late.total_seconds() <= 0:
             return "on time"
         return f"{int(late.total_seconds())} s late"
@@ -256,7 +256,7 @@ class ScheduleAdmin(ScopedAdmin):
         verb: str,
     ) -> HttpResponse | None:
         def perform(schedule: Schedule, reason: str) -> str:
-            service(schedule, actor=request.user, reason=reason, now=SystemClock().now())
+            service(schedule, actor=request.user, reason=reason, now=services.now())
             return f"{verb} {schedule}."
 
         return _confirmed(self, request, queryset, title=title, perform=perform)
@@ -316,7 +316,7 @@ class OccurrenceAdmin(ScopedAdmin):
     def replay(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
         def perform(occurrence: Occurrence, reason: str) -> str:
             replayed = services.replay(
-                occurrence, actor=request.user, reason=reason, now=SystemClock().now()
+                occurrence, actor=request.user, reason=reason, now=services.now()
             )
             return f"Replayed {occurrence.pk}: attempt {replayed.attempts + 1} is due now."
 

@@ -19,6 +19,7 @@ from .registry import Departure
 from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
 from .scheduling.rrules import RRule
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
+from .validation import draft_gaps, printable
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
@@ -96,84 +97,108 @@ _TIMINGS = (Cron, RRule, Every, At, After)
 
 
 def _text(value: object, max_chars: int = 200) -> bool:
-    """Text a record column can hold: PostgreSQL refuses NUL, and control characters would
-    garble the admin, logs and audit trail."""
-    return isinstance(value, str) and len(value) <= max_chars and value.isprintable()
+    """Text a record column can hold: PostgreSQL refuses NUL, and control characters (a
+    newline too: these are names, not prose) would garble the admin, logs and audit trail."""
+    return isinstance(value, str) and len(value) <= max_chars and printable(value, layout=False)
+
+
+def _failing(rules: list[tuple[bool, str, str]]) -> list[tuple[str, str]]:
+    """The (field, message) of each rule (ok, field, message) that does not hold."""
+    return [(name, message) for ok, name, message in rules if not ok]
 
 
 def _problems(d: Declaration) -> list[tuple[str, str]]:
-    """(field, message) for every invalid field of ``d``."""
-    found: list[tuple[str, str]] = []
+    """(field, message) for every invalid field of ``d``, in the order fields are declared."""
+    status = (
+        d.status in STATUSES,
+        "status",
+        f"must be one of {', '.join(STATUSES)}, got {d.status!r}",
+    )
+    return [
+        *_failing([*_naming_rules(d), status]),
+        *draft_gaps(d.status, d.decider, d.decide_by),
+        *_failing(_policy_rules(d)),
+        *_keeping_problems(d),
+    ]
 
-    def need(ok: bool, name: str, message: str) -> None:
-        if not ok:
-            found.append((name, message))
 
-    need(
-        isinstance(d.key, str) and bool(KEY_PATTERN.fullmatch(d.key)),
-        "key",
-        "must be 1-200 letters, digits and . _ : / -, starting with a letter or digit",
-    )
-    need(
-        isinstance(d.tenant, str) and bool(TENANT_PATTERN.fullmatch(d.tenant)),
-        "tenant",
-        "must be at most 100 characters of letters, digits and . _ : -",
-    )
-    need(
-        _text(d.job) and bool(d.job) and d.job == d.job.strip(),
-        "job",
-        "must name a registered @job (1-200 printable characters, no surrounding spaces)",
-    )
-    need(
-        isinstance(d.timing, _TIMINGS),
-        "timing",
-        f"must be cron(...), rrule(...), every(...), at(...) or after(...), got {d.timing!r}",
-    )
-    for owner in ("operating_owner", "record_owner"):
-        value = getattr(d, owner)
-        need(
-            _text(value) and bool(value.strip()),
+def _naming_rules(d: Declaration) -> list[tuple[bool, str, str]]:
+    """The key, tenant, job, timing and the people a declaration names."""
+    owners = [
+        (
+            _text(value := getattr(d, owner)) and bool(value.strip()),
             owner,
             "is required (1-200 printable characters): who runs it in production / who "
             "answers for the record",
         )
-    need(_text(d.decider), "decider", "must be at most 200 printable characters")
-    need(d.status in STATUSES, "status", f"must be one of {', '.join(STATUSES)}, got {d.status!r}")
-    if d.status == "draft":
-        need(
-            isinstance(d.decider, str) and bool(d.decider.strip()),
-            "decider",
-            "a draft must name a decider",
-        )
-        need(isinstance(d.decide_by, dt.date), "decide_by", "a draft must name a decide-by date")
-    for name in ("max_delay", "timeout"):
-        value = getattr(d, name)
-        need(
-            isinstance(value, timedelta) and timedelta(0) < value <= MAX_DURATION,
+        for owner in ("operating_owner", "record_owner")
+    ]
+    return [
+        (
+            isinstance(d.key, str) and bool(KEY_PATTERN.fullmatch(d.key)),
+            "key",
+            "must be 1-200 letters, digits and . _ : / -, starting with a letter or digit",
+        ),
+        (
+            isinstance(d.tenant, str) and bool(TENANT_PATTERN.fullmatch(d.tenant)),
+            "tenant",
+            "must be at most 100 characters of letters, digits and . _ : -",
+        ),
+        (
+            _text(d.job) and bool(d.job) and d.job == d.job.strip(),
+            "job",
+            "must name a registered @job (1-200 printable characters, no surrounding spaces)",
+        ),
+        (
+            isinstance(d.timing, _TIMINGS),
+            "timing",
+            f"must be cron(...), rrule(...), every(...), at(...) or after(...), got {d.timing!r}",
+        ),
+        *owners,
+        (_text(d.decider), "decider", "must be at most 200 printable characters"),
+    ]
+
+
+def _policy_rules(d: Declaration) -> list[tuple[bool, str, str]]:
+    """The durations and policies: delay, timeout, misfire, overlap, catch-up."""
+    durations = [
+        (
+            isinstance(value := getattr(d, name), timedelta)
+            and timedelta(0) < value <= MAX_DURATION,
             name,
             f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}",
         )
-    need(
-        d.misfire in set(Misfire),
-        "misfire",
-        f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
+        for name in ("max_delay", "timeout")
+    ]
+    return [
+        *durations,
+        (
+            d.misfire in set(Misfire),
+            "misfire",
+            f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
+        ),
+        (
+            d.overlap in set(Overlap),
+            "overlap",
+            f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
+        ),
+        (
+            isinstance(d.max_catchup, int)
+            and not isinstance(d.max_catchup, bool)
+            and 0 <= d.max_catchup <= 10_000,
+            "max_catchup",
+            f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
+        ),
+    ]
+
+
+def _keeping_problems(d: Declaration) -> list[tuple[str, str]]:
+    """Retries and retention."""
+    found = (
+        list(d.retry.problems())
+        if isinstance(d.retry, Retry)
+        else [("retry", f"must be Retry(...), got {d.retry!r}")]
     )
-    need(
-        d.overlap in set(Overlap),
-        "overlap",
-        f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
-    )
-    need(
-        isinstance(d.max_catchup, int)
-        and not isinstance(d.max_catchup, bool)
-        and 0 <= d.max_catchup <= 10_000,
-        "max_catchup",
-        f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
-    )
-    if isinstance(d.retry, Retry):
-        found.extend(d.retry.problems())
-    else:
-        found.append(("retry", f"must be Retry(...), got {d.retry!r}"))
     retention_ok = (
         isinstance(d.retention, timedelta) and timedelta(0) < d.retention <= MAX_DURATION
     ) or (
@@ -181,12 +206,14 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
         and not isinstance(d.retention, bool)
         and 0 < d.retention <= MAX_KEEP_LAST
     )
-    need(
-        retention_ok,
-        "retention",
-        f"must be a positive timedelta (keep for, at most {MAX_DURATION.days} days) or a "
-        f"positive count (keep last, at most {MAX_KEEP_LAST}), got {d.retention!r}",
-    )
+    if not retention_ok:
+        found.append(
+            (
+                "retention",
+                f"must be a positive timedelta (keep for, at most {MAX_DURATION.days} days) or "
+                f"a positive count (keep last, at most {MAX_KEEP_LAST}), got {d.retention!r}",
+            )
+        )
     return found
 
 
@@ -229,6 +256,27 @@ def local_time_gaps(timing: Timing) -> list[tuple[str, str]]:
             )
         )
     return gaps
+
+
+def _first_problem(d: Declaration) -> tuple[str, str] | None:
+    """The first (field, message) wrong with ``d``: its departure, then its fields, then (once
+    those hold) what its timing refuses."""
+    problems = _problems(d)
+    if d.departure is not None and (
+        not isinstance(d.departure, Departure) or d.departure.rule != "separation"
+    ):
+        return (
+            "departure",
+            "a schedule records a Departure(..., rule='separation') from being declared "
+            f"in a schedules module, got {d.departure!r}",
+        )
+    if problems:
+        return problems[0]
+    try:
+        d.timing.validate()
+    except InvalidTiming as exc:
+        return (exc.field, exc.message)
+    return None
 
 
 def schedule(
@@ -283,26 +331,9 @@ def schedule(
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )
-    problems = _problems(declaration)
-    if departure is not None and (
-        not isinstance(departure, Departure) or departure.rule != "separation"
-    ):
-        problems.insert(
-            0,
-            (
-                "departure",
-                "a schedule records a Departure(..., rule='separation') from being declared "
-                f"in a schedules module, got {departure!r}",
-            ),
-        )
-    if not problems:
-        try:
-            timing.validate()
-        except InvalidTiming as exc:
-            problems = [(exc.field, exc.message)]
-    if problems:
-        name, message = problems[0]
-        raise InvalidSchedule(key, name, message)
+    problem = _first_problem(declaration)
+    if problem is not None:
+        raise InvalidSchedule(key, *problem)
     if register:
         declared.add(declaration)
     return declaration

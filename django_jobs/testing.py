@@ -1,4 +1,9 @@
-"""Helpers for the tests of projects that use django_jobs (and for django_jobs' own)."""
+"""Helpers for the tests of projects that use django_jobs (and for django_jobs' own).
+
+``FakeClock`` stands still until the test moves it; ``use_clock(fake)`` makes the admin, the
+``jobs`` command, the system checks and ``runworker`` read it (``django_jobs.clock.use_clock``);
+``run_due`` runs what is due inline.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ import threading
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .clock import Clock, ensure_aware_utc
+from .clock import Clock, ensure_aware_utc, use_clock
+
+__all__ = ["FakeClock", "run_due", "use_clock"]
 
 if TYPE_CHECKING:
     from .registry import Registry

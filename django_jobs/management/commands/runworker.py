@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from ...clock import Clock, SystemClock
+from ... import clock
 from ...declarations import declared
 from ...services import sync_schedules
 from ...worker.loop import Worker
@@ -35,11 +35,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--tenant", default=None, help="Only run occurrences of this tenant.")
 
-    def make_clock(self) -> Clock:
-        """The worker's clock: the host's UTC clock, aligned with the database's at start-up
-        (docs/architecture.md, "Clocks and skew"). Tests override it to drive a real worker's
-        time."""
-        return SystemClock()
+    def make_clock(self) -> clock.Clock:
+        """The worker's clock: ``clock.current()``, the process's UTC clock, which the worker
+        aligns with the database's at start-up (docs/architecture.md, "Clocks and skew"), or
+        the clock a test injected with ``use_clock``. Subclasses override it to drive a real
+        worker's time from outside the process."""
+        return clock.current()
 
     def handle(self, *args: Any, **options: Any) -> None:
         worker = Worker(

@@ -1,0 +1,57 @@
+"""The checks of the environment: the database vendor and the settings (E001-E003); and
+the date the other checks compare review and decide-by dates with."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Tags, register
+
+from .. import clock, conf
+from ..exceptions import ConfigurationError
+
+
+@register(Tags.database, deploy=False)
+def check_database(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E001: the store is PostgreSQL only (leases need SKIP LOCKED and transactional DDL)."""
+    if not databases or "default" not in databases:
+        return []
+    vendor = conf.database_vendor()
+    if vendor == "postgresql":
+        return []
+    return [
+        Error(
+            f"The default database is {vendor}; django_jobs stores leases in PostgreSQL only.",
+            hint="Point DATABASES['default'] (or DATABASE_URL) at PostgreSQL 14 or newer.",
+            id="django_jobs.E001",
+        )
+    ]
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E002: USE_TZ must be on. E003: DJANGO_JOBS must be valid."""
+    errors: list[CheckMessage] = []
+    if not conf.use_tz():
+        errors.append(
+            Error(
+                "USE_TZ is False: django_jobs needs aware datetimes to compute schedules in UTC.",
+                hint="Set USE_TZ = True in your settings.",
+                id="django_jobs.E002",
+            )
+        )
+    try:
+        conf.get_settings()
+    except ConfigurationError as exc:
+        errors.append(Error(str(exc), hint="Fix the DJANGO_JOBS setting.", id="django_jobs.E003"))
+    return errors
+
+
+def current_date() -> date:
+    """Today, for review and decide-by dates: from ``clock.current()`` (a test injects one),
+    unaligned with the database, which a check without ``--database`` must not touch (and a
+    day does not depend on milliseconds of skew)."""
+    return clock.current().now().date()

@@ -1,0 +1,303 @@
+"""The checks of schedule records, declared in code and in the database (E010-E019, E030,
+W023). A declaration and a row are checked alike, through one view of a record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.db.models import Count
+
+from .. import conf
+from ..declarations import Declaration, declared, local_time_gaps
+from ..registry import registry
+from ..scheduling import cron, rrules, zones
+from ..scheduling.timings import InvalidTiming, is_utc
+from ..validation import draft_gaps, draft_overdue
+from .environment import current_date
+
+
+def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[CheckMessage]:
+    """Problems of one schedule record (a ``Schedule`` row or a declaration's view of one)."""
+    name = f"Schedule {record.label!r}"
+    found = _owner_problems(record, name) + _draft_problems(record, name, today)
+    if record.timing_kind == "cron":
+        found += _zone_problem(record, name) + _cron_problem(record, name)
+    if record.timing_kind == "rrule":
+        found += _rule_problems(record, name)
+    found += _local_time_problems(record, name)
+    if record.job not in registry.names():
+        found.append(
+            Error(
+                f"{name}: no handler is registered for job {record.job!r}.",
+                obj=record.obj,
+                id="django_jobs.E014",
+                hint=f'Register one with @job("{record.job}") in the jobs.py of the '
+                "app that owns the behaviour.",
+            )
+        )
+    return found + _keeping_problems(record, name, has_limit=has_limit)
+
+
+def _owner_problems(record: Any, name: str) -> list[CheckMessage]:
+    """E010: a record names who runs it and who answers for it."""
+    return [
+        Error(
+            f"{name} has no {owner}.",
+            obj=record.obj,
+            id="django_jobs.E010",
+            hint="Name who runs it in production (operating_owner) and who "
+            "answers for the record (record_owner).",
+        )
+        for owner in ("operating_owner", "record_owner")
+        if not (getattr(record, owner) or "").strip()
+    ]
+
+
+def _draft_problems(record: Any, name: str, today: date) -> list[CheckMessage]:
+    """E011: a draft without a decider and a decide-by date. E012: one past that date."""
+    if draft_gaps(record.status, record.decider, record.decide_by):
+        return [
+            Error(
+                f"{name} is a draft without a decider and a decide-by date.",
+                obj=record.obj,
+                id="django_jobs.E011",
+                hint="Set decider= and decide_by= on the draft.",
+            )
+        ]
+    if draft_overdue(record.status, record.decide_by, today):
+        return [
+            Error(
+                f"{name} is a draft whose decide-by date {record.decide_by} has passed.",
+                obj=record.obj,
+                id="django_jobs.E012",
+                hint="Decide: make it active or retired, or set a new decide_by.",
+            )
+        ]
+    return []
+
+
+def _cron_problem(record: Any, name: str) -> list[CheckMessage]:
+    """E015: a cron expression that is not five valid fields."""
+    try:
+        cron.normalise(record.cron)
+    except cron.InvalidCron as exc:
+        return [
+            Error(
+                f"{name}: {exc}.",
+                obj=record.obj,
+                id="django_jobs.E015",
+                hint="Use five fields: minute hour day-of-month month weekday.",
+            )
+        ]
+    return []
+
+
+def _keeping_problems(record: Any, name: str, *, has_limit: bool) -> list[CheckMessage]:
+    """E017: an active record without its three runbooks. E016: without a retention Limit."""
+    found: list[CheckMessage] = []
+    if record.status == "active" and record.runbooks is not None and record.runbooks < 3:
+        found.append(
+            Error(
+                f"{name} lacks its inspection, replay and disable Runbook records.",
+                obj=record.obj,
+                id="django_jobs.E017",
+                hint=(
+                    "jobs sync and services.upsert_schedule write them when they create or "
+                    "change a schedule. For a schedule written some other way: run manage.py "
+                    "jobs sync (declared in code) or save it again with "
+                    "services.upsert_schedule (created at run time)."
+                ),
+            )
+        )
+    if record.status == "active" and not has_limit:
+        found.append(
+            Error(
+                f"{name} has no retention Limit.",
+                obj=record.obj,
+                id="django_jobs.E016",
+                hint="Declare retention= (keep for a duration, or keep the last N).",
+            )
+        )
+    return found
+
+
+def _zone_problem(record: Any, name: str) -> list[CheckMessage]:
+    """E013: a wall-clock timing's zone that is not an IANA identifier."""
+    if record.time_zone in zones.iana_names():
+        return []
+    return [
+        Error(
+            f"{name}: time zone {record.time_zone!r} is not an IANA identifier.",
+            obj=record.obj,
+            id="django_jobs.E013",
+            hint="Use a name such as 'UTC' or 'Europe/London'.",
+        )
+    ]
+
+
+def _rule_problems(record: Any, name: str) -> list[CheckMessage]:
+    """E013 for an unknown zone; E030: a calendar rule (``rrule``) or its business calendar
+    that cannot be evaluated (a rule this version refuses, a country or subdivision the
+    installed ``holidays`` package does not know)."""
+    unknown_zone = _zone_problem(record, name)
+    if unknown_zone:
+        return unknown_zone
+    try:
+        rrules.from_fields(record).validate()
+    except (InvalidTiming, ValueError) as exc:
+        return [
+            Error(
+                f"{name}: {exc}.",
+                obj=record.obj,
+                id="django_jobs.E030",
+                hint="Correct the rule or the calendar (exclude=) in its declaration, or the "
+                "holidays country/subdivision to one the installed package knows.",
+            )
+        ]
+    return []
+
+
+def _local_time_problems(record: Any, name: str) -> list[CheckMessage]:
+    """E018/E019: a declared business-local schedule without its reason or its explicit DST
+    choices. W023: a database record of one without a reason (written before reasons were
+    required, or not through a declaration): a warning, so ``migrate`` is not blocked."""
+    if record.timing_kind not in ("cron", "rrule") or is_utc(record.time_zone):
+        return []
+    if record.time_zone not in zones.iana_names():
+        return []  # E013 says what is wrong with it
+    if record.local_gaps is None:
+        if record.zone_reason.strip():
+            return []
+        return [
+            Warning(
+                f"{name} runs in {record.time_zone}, not UTC, and its record gives no reason.",
+                obj=record.obj,
+                id="django_jobs.W023",
+                hint="Declare it with cron() or rrule() and reason='...', and run jobs sync, or "
+                "save the run-time schedule again through services.upsert_schedule with a reason.",
+            )
+        ]
+    found: list[CheckMessage] = []
+    for field_name, message in record.local_gaps:
+        found.append(
+            Error(
+                f"{name}: {field_name}: {message}.",
+                obj=record.obj,
+                id="django_jobs.E018" if field_name == "timing.reason" else "django_jobs.E019",
+                hint="A business-local schedule is a documented deviation from UTC: say why, "
+                "and choose what its DST transitions do.",
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class _RecordView:
+    label: str
+    obj: Any
+    job: str
+    status: str
+    operating_owner: str
+    record_owner: str
+    decider: str
+    decide_by: date | None
+    timing_kind: str
+    cron: str
+    time_zone: str
+    zone_reason: str = ""
+    # A calendar rule's columns (timing ``rrule``).
+    rrule: str = ""
+    skipped_time: str = "shift"
+    repeated_time: str = "first"
+    calendar: dict[str, Any] = field(default_factory=dict)
+    on_excluded: str = "skip"
+    # The DST choices given explicitly, and what the timing leaves unsaid (declarations only:
+    # a database record holds concrete choices, so None).
+    local_gaps: list[tuple[str, str]] | None = None
+    runbooks: int | None = None  # how many Runbook rows exist (None: not a database record)
+
+
+def _view_of_declaration(d: Declaration) -> _RecordView:
+    fields = d.record_fields()
+    return _RecordView(
+        label=f"{d.tenant}/{d.key}" if d.tenant else d.key,
+        obj=d,
+        job=d.job,
+        status=d.status,
+        operating_owner=d.operating_owner,
+        record_owner=d.record_owner,
+        decider=d.decider,
+        decide_by=d.decide_by,
+        timing_kind=fields["timing_kind"],
+        cron=fields["cron"],
+        time_zone=fields["time_zone"],
+        zone_reason=fields.get("zone_reason", ""),
+        rrule=fields.get("rrule", ""),
+        skipped_time=fields["skipped_time"],
+        repeated_time=fields["repeated_time"],
+        calendar=fields.get("calendar", {}),
+        on_excluded=fields.get("on_excluded", "skip"),
+        local_gaps=local_time_gaps(d.timing),
+    )
+
+
+def _view_of_row(s: Any) -> _RecordView:
+    return _RecordView(
+        label=str(s),
+        obj=s,
+        job=s.job,
+        status=s.status,
+        operating_owner=s.operating_owner,
+        record_owner=s.record_owner,
+        decider=s.decider,
+        decide_by=s.decide_by,
+        timing_kind=s.timing_kind,
+        cron=s.cron,
+        time_zone=s.time_zone,
+        zone_reason=s.zone_reason,
+        rrule=s.rrule,
+        skipped_time=s.skipped_time,
+        repeated_time=s.repeated_time,
+        calendar=s.calendar,
+        on_excluded=s.on_excluded,
+        runbooks=getattr(s, "runbook_count", None),
+    )
+
+
+@register()
+def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E010-E016 over the schedules declared in ``schedules.py`` modules."""
+    today = current_date()
+    found: list[CheckMessage] = []
+    for declaration in declared.all():
+        found += _record_problems(_view_of_declaration(declaration), has_limit=True, today=today)
+    return found
+
+
+@register(Tags.database)
+def check_schedule_records(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """E010-E016 over the schedule records in the database (run with ``--database``)."""
+    if not databases or "default" not in databases or conf.database_vendor() != "postgresql":
+        return []
+    from django.db import connection
+
+    from ..models import Schedule
+
+    if Schedule._meta.db_table not in connection.introspection.table_names():
+        return []  # not migrated yet (migrate runs database checks first)
+    today = current_date()
+    found: list[CheckMessage] = []
+    rows = (
+        Schedule.objects.exclude(status="retired")
+        .select_related("limit")
+        .annotate(runbook_count=Count("runbooks"))
+    )
+    for row in rows:
+        has_limit = hasattr(row, "limit")
+        found += _record_problems(_view_of_row(row), has_limit=has_limit, today=today)
+    return found

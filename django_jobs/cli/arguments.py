@@ -1,0 +1,179 @@
+"""The arguments of ``manage.py jobs``: its subcommands, their options, and the checks every
+text argument passes before anything is looked up."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+
+from ..validation import REASON_MAX_CHARS, text_problem
+
+ACTOR_HELP = (
+    "your Django username: its permissions apply and it is audited (self-asserted unless "
+    "DJANGO_JOBS['CLI_ACTOR_RULES'] pins it)"
+)
+REASON_HELP = "why (kept in the audit record)"
+
+# Text arguments checked before anything is looked up: (how the user names it, longest).
+ARGUMENTS = {
+    "key": ("KEY", 200),
+    "tenant": ("--tenant", 100),
+    "actor": ("--actor", 150),
+    "occurrence": ("OCCURRENCE", 100),
+    "reason": ("--reason", REASON_MAX_CHARS),
+}
+
+
+def check_texts(options: dict[str, Any]) -> None:
+    """Refuse what no record can hold, before it reaches the database (which refuses NUL)."""
+    for option, (label, longest) in ARGUMENTS.items():
+        value = options.get(option)
+        problem = None if value is None else text_problem(value, longest)
+        if problem is not None:
+            raise CommandError(f"{label}: {problem}")
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0 or value > 10**9:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _instant(text: str) -> datetime:
+    """An aware ISO 8601 instant (argparse type); a naive one is refused, not guessed."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO 8601 instant such as 2026-12-01T09:00:00+00:00"
+        ) from None
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no UTC offset: add one (Z or +01:00), so the instant is unambiguous"
+        )
+    return value.astimezone(UTC)
+
+
+def add_subcommands(parser: CommandParser) -> None:
+    """Every subcommand of ``jobs`` and its options, in the order ``--help`` lists them."""
+    sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+    listing = _operator(sub, "list", "List the schedules you may see.", key=False)
+    listing.add_argument("--tenant", default=None, help="only this tenant's schedules")
+    inspect = _operator(sub, "inspect", "Show a schedule, or one occurrence with its attempts.")
+    inspect.add_argument("--occurrence", default=None, help="an occurrence id")
+    _add_replay(sub)
+    disable = _operator(sub, "disable", "Stop new claims of a schedule.", reason=True)
+    disable.add_argument(
+        "--cancel-running", action="store_true", help="also cancel its running occurrence"
+    )
+    _operator(sub, "enable", "Let replicas claim a schedule again.", reason=True)
+    _operator(sub, "run-now", "Plan an extra occurrence at the current instant.", reason=True)
+    _operator(sub, "purge", "Delete finished occurrences beyond the retention Limit.")
+    _add_reports(sub)
+    books = _operator(
+        sub,
+        "runbooks",
+        "Export the runbooks of the schedules you may see as markdown.",
+        key=False,
+        json=False,
+    )
+    books.add_argument("--key", default=None, help="only the schedules with this key")
+    books.add_argument("--tenant", default=None, help="only this tenant's schedules")
+    _add_sync_and_health(sub)
+
+
+def _operator(
+    sub: Any, name: str, help: str, *, reason: bool = False, key: bool = True, json: bool = True
+) -> argparse.ArgumentParser:
+    """A subcommand an operator runs as ``--actor``: on one schedule unless not ``key``."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    if key:
+        p.add_argument("key", help="the schedule key")
+        p.add_argument("--tenant", default="", help="the schedule's tenant")
+    p.add_argument("--actor", required=True, help=ACTOR_HELP)
+    if reason:
+        p.add_argument("--reason", required=True, help=REASON_HELP)
+    if json:
+        p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    return p
+
+
+def _add_replay(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay",
+        help="Replay an occurrence: a new attempt under the same identity.",
+        description=(
+            "jobs replay OCCURRENCE_ID replays that occurrence. jobs replay KEY --at "
+            "INSTANT replays the occurrence of that planned instant of the schedule, "
+            "creating it if it has no row (a skipped instant counted in a summary, or a "
+            "purged one): same identity as ever, trigger manual. An instant the "
+            "schedule's timing does not produce is refused, naming the nearest ones."
+        ),
+    )
+    replay.add_argument("occurrence", help="the occurrence id, or with --at the schedule key")
+    replay.add_argument(
+        "--at",
+        type=_instant,
+        default=None,
+        help="an instant of the schedule, ISO 8601 with its offset (2026-12-01T09:00Z)",
+    )
+    replay.add_argument("--tenant", default="", help="the schedule's tenant (with --at)")
+    replay.add_argument("--actor", required=True, help=ACTOR_HELP)
+    replay.add_argument("--reason", required=True, help=REASON_HELP)
+    replay.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def _add_reports(sub: Any) -> None:
+    for name, summary, description in (
+        (
+            "departures",
+            "List every recorded departure (Exception record) of jobs and schedules.",
+            "Each Departure(reason=, review_by=, rule=) recorded on a @job or a schedule(): "
+            "the rule it departs from, why, and its review date; past-due ones first.",
+        ),
+        (
+            "handlers",
+            "List each job handler, its app, and the commands and ports it dispatches.",
+            "What checks W024 and W026 read: each handler's application commands and "
+            "approved ports (DJANGO_JOBS COMMANDS and APPROVED_PORTS) and its app.",
+        ),
+    ):
+        report = sub.add_parser(name, help=summary, description=description)
+        report.add_argument("--json", action="store_true", help="print JSON for scripts")
+
+
+def _add_sync_and_health(sub: Any) -> None:
+    sync = sub.add_parser(
+        "sync",
+        help="Write the schedules declared in schedules.py modules to the database.",
+        description=(
+            "Create new declared schedules, update changed ones (timing changes are "
+            "audited) and retire ones no longer declared. The worker also runs this at start."
+        ),
+    )
+    sync.add_argument("--json", action="store_true", help="Print the report as JSON.")
+    health = sub.add_parser(
+        "health",
+        help="Exit non-zero unless every runworker replica on this host heartbeated recently.",
+        description=(
+            "For a process manager or a Kubernetes liveness probe: exits 1 when a replica "
+            "on this host has not heartbeated within --max-age seconds, or when none runs."
+        ),
+    )
+    health.add_argument(
+        "--max-age",
+        type=_seconds,
+        default=None,
+        help="Seconds without a heartbeat that count as dead (default: 3 x HEARTBEAT_SECONDS).",
+    )
+    health.add_argument("--host", default=None, help="Check this host (default: this one).")
+    health.add_argument("--json", action="store_true", help="Print the replicas as JSON.")

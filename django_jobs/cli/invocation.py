@@ -1,0 +1,77 @@
+"""One run of ``manage.py jobs``: its options, its output, and who runs it (``--actor``).
+
+``--actor`` is self-asserted: whoever can run ``manage.py`` holds the database credentials and
+is trusted in full. ``DJANGO_JOBS["CLI_ACTOR_RULES"]`` narrows whom it may name (the OS user's
+own name, no superuser), so the audit trail says who ran the command, not merely who they
+claimed to be.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError, OutputWrapper
+
+from .. import services
+from ..conf import get_settings
+from ..models import Schedule
+
+
+@dataclass
+class Invocation:
+    """What a subcommand works with: the parsed options and the command's stdout."""
+
+    options: dict[str, Any]
+    stdout: OutputWrapper
+
+    def emit(self, data: Any, text: str) -> None:
+        """Print ``data`` as JSON with ``--json``, otherwise ``text``."""
+        as_json = self.options.get("json")
+        self.stdout.write(json.dumps(data, indent=2, default=str) if as_json else text)
+
+    def actor(self) -> Any:
+        """The user ``--actor`` names, once ``CLI_ACTOR_RULES`` accept them."""
+        username = self.options["actor"]
+        rules = get_settings().CLI_ACTOR_RULES
+        if "os_user" in rules:
+            _need_os_user(username)
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"--actor {username!r} is not a user of this project")
+        if "no_superuser" in rules and user.is_superuser:
+            raise CommandError(
+                f"--actor {username!r} is a superuser, and DJANGO_JOBS['CLI_ACTOR_RULES'] "
+                "refuses superusers on the command line: act as a user with the permissions "
+                "the action needs"
+            )
+        return user
+
+    def schedule(self, actor: Any, *, key: str | None = None) -> Schedule:
+        """The schedule of ``--tenant`` and KEY (or ``key``), if ``actor`` may see it."""
+        return services.find_schedule(
+            actor=actor,
+            tenant=self.options["tenant"],
+            key=self.options["key"] if key is None else key,
+        )
+
+
+def _need_os_user(username: str) -> None:
+    """``CLI_ACTOR_RULES`` ``"os_user"``: the actor is the OS user running the command, so an
+    operator cannot act, and be audited, under a colleague's name."""
+    try:
+        os_user = getpass.getuser()
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+        raise CommandError(
+            "--actor: DJANGO_JOBS['CLI_ACTOR_RULES'] requires the OS user's name, and this "
+            "process has none (set LOGNAME or USER)"
+        ) from None
+    if username != os_user:
+        raise CommandError(
+            f"--actor {username!r} is not the OS user running this command ({os_user!r}), and "
+            "DJANGO_JOBS['CLI_ACTOR_RULES'] requires it: run it as that user, or act as "
+            f"{os_user!r}"
+        )

@@ -1,0 +1,64 @@
+"""The application service layer: every operation on schedules that interfaces perform.
+
+Each service is a keyword-only function that runs in one transaction and writes its audit
+record in that transaction. Admin and management commands call these; they never write the
+store directly, and they find schedules and occurrences through the lookups here, which apply
+the actor's permissions.
+
+Every service decides with rows it reads itself: of the schedule or occurrence it is given it
+uses only the primary key, re-reads that row (and locks its schedule when it writes), checks
+the actor's permission and the tenant on what it read, and names the schedule and tenant in
+every store write. A caller-built object (``Occurrence(pk=<theirs>, schedule=<mine>)``) can
+therefore neither borrow a permission nor mislabel an audit record.
+
+The package is laid out by noun; callers use ``services.<name>``, never a module of it:
+
+- ``schedules``: ``sync_schedules`` (declared schedules) and ``upsert_schedule`` (run-time);
+- ``inspection``: the permission-scoped lookups and ``inspect_schedule``/``inspect_occurrence``;
+- ``replays``: ``replay`` and ``replay_at``;
+- ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``;
+- ``health``: ``replica_health``;
+- ``timeline``: ``now``, the instant interfaces pass to the others;
+- ``rows``: reading the rows a service decides with, and its audit record.
+"""
+
+from __future__ import annotations
+
+from .health import PARKED_SHOWN, HealthReport, replica_health
+from .inspection import (
+    ScheduleReport,
+    find_occurrence,
+    find_schedule,
+    inspect_occurrence,
+    inspect_schedule,
+    visible_schedules,
+)
+from .operator import DISABLED_FIELDS, disable, enable, purge, run_now
+from .replays import replay, replay_at
+from .schedules import PARKED_FIELDS, TIMING_FIELDS, SyncReport, sync_schedules, upsert_schedule
+from .timeline import now
+
+__all__ = [
+    "DISABLED_FIELDS",
+    "PARKED_FIELDS",
+    "PARKED_SHOWN",
+    "TIMING_FIELDS",
+    "HealthReport",
+    "ScheduleReport",
+    "SyncReport",
+    "disable",
+    "enable",
+    "find_occurrence",
+    "find_schedule",
+    "inspect_occurrence",
+    "inspect_schedule",
+    "now",
+    "purge",
+    "replay",
+    "replay_at",
+    "replica_health",
+    "run_now",
+    "sync_schedules",
+    "upsert_schedule",
+    "visible_schedules",
+]

@@ -1,0 +1,95 @@
+"""The health of the replicas on a host, for ``jobs health`` (a liveness probe)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..models import Replica, ReplicaState, RetentionState, Schedule, ScheduleStatus
+
+# The most recently parked schedules a health report lists.
+PARKED_SHOWN = 20
+
+
+@dataclass
+class HealthReport:
+    """The replicas of ``host`` that have not stopped, which of them are stale, and what the
+    fleet's retention and planner report (shown by ``jobs health``)."""
+
+    host: str
+    replicas: list[Replica]
+    stale: list[str]
+    now: datetime
+    retention: RetentionState | None = None  # the fleet's last automatic retention pass
+    # Schedules the planner parked (a value it refuses): not a replica's health, but work
+    # that is not being planned; the most recent PARKED_SHOWN of them.
+    parked: list[dict[str, Any]] = field(default_factory=list)
+
+    def retention_dict(self) -> dict[str, Any] | None:
+        """The last retention pass: its rate, and its lag (how long since retention last
+        caught up with every Limit; 0 when the last pass did)."""
+        r = self.retention
+        if r is None:
+            return None
+        now = self.now
+        lag = 0.0 if r.caught_up else (now - (r.caught_up_at or r.started_at)).total_seconds()
+        return {
+            "replica": r.replica,
+            "last_pass_at": r.finished_at.isoformat(),
+            "seconds_since_last_pass": round((now - r.finished_at).total_seconds(), 3),
+            "deleted": r.deleted,
+            "retired": r.retired,
+            "removed": r.removed,
+            "seconds": round(r.seconds, 3),
+            "rows_per_second": round(r.deleted / r.seconds, 1) if r.seconds else 0.0,
+            "caught_up": r.caught_up,
+            "lag_seconds": round(max(lag, 0.0), 3),
+        }
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.replicas) and not self.stale
+
+    @property
+    def problem(self) -> str:
+        if not self.replicas:
+            return f"no runworker replica is running on {self.host}"
+        return f"replica(s) without a recent heartbeat on {self.host}: {', '.join(self.stale)}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "healthy": self.healthy,
+            "replicas": [
+                {
+                    "id": r.id,
+                    "pid": r.pid,
+                    "state": r.state,
+                    "heartbeat_at": r.heartbeat_at.isoformat(),
+                    "running": r.running,
+                    "stale": r.id in self.stale,
+                }
+                for r in self.replicas
+            ],
+            "retention": self.retention_dict(),
+            "parked": self.parked,
+        }
+
+
+def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthReport:
+    """The replicas on ``host`` that have not stopped, and which of them stopped heartbeating."""
+    replicas = list(
+        Replica.objects.filter(host=host).exclude(state=ReplicaState.STOPPED).order_by("id")
+    )
+    stale = [r.id for r in replicas if now - r.heartbeat_at > max_age]
+    retention = RetentionState.objects.filter(pk=1).first()
+    parked = [
+        {"schedule": str(s), "field": s.parked_field, "reason": s.parked_reason}
+        for s in Schedule.objects.exclude(parked_field="")
+        .filter(enabled=True, status=ScheduleStatus.ACTIVE)
+        .order_by("-parked_at")[:PARKED_SHOWN]
+    ]
+    return HealthReport(
+        host=host, replicas=replicas, stale=stale, retention=retention, now=now, parked=parked
+    )

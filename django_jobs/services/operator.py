@@ -1,0 +1,192 @@
+"""Operator actions on a schedule: disable, enable, run now, purge.
+
+Each reads and locks the schedule row itself, checks the actor's permission on it, and writes
+its change and its audit record in one transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.db import DatabaseError, transaction
+
+from .. import audit, permissions, store
+from ..clock import ensure_aware_utc
+from ..conf import get_settings
+from ..exceptions import JobsError
+from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
+from ..safe_error import loggable
+from ..validation import need_reason
+from .rows import locked, record, shown
+from .schedules import PARKED_FIELDS, unpark
+
+DISABLED_FIELDS = ("enabled", "disabled_by", "disabled_reason", "disabled_at")
+
+
+def _disabled_state(schedule: Schedule) -> dict[str, Any]:
+    """What the row holds about being disabled: the ``before`` and ``after`` of disable and
+    enable records, so each says what the row really held, not what the action assumed."""
+    return {name: getattr(schedule, name) for name in DISABLED_FIELDS}
+
+
+def disable(
+    schedule: Schedule, *, actor: Any, reason: str, now: datetime, cancel_running: bool = False
+) -> Schedule:
+    """Stop new claims of the schedule on every replica (from their next pass). An occurrence
+    already running finishes, unless ``cancel_running``: then its lease ends here and the
+    replica running it stops it at its next renewal. Nothing is deleted.
+
+    Disabling a schedule already disabled is recorded as ``disable.repeated``: the row keeps
+    who disabled it first, why and since when (what an operator must resolve before enabling
+    it), the record's ``before`` shows them, and the new reason is the record's own. It is
+    not refused: with ``cancel_running`` it is how a running occurrence of a disabled
+    schedule is stopped."""
+    reason = need_reason(reason, f"disabling schedule {shown(schedule)}")
+    now = ensure_aware_utc(now, name="now")
+    with transaction.atomic():
+        schedule = locked(schedule)
+        permissions.require(actor, "disable", schedule)
+        before = _disabled_state(schedule)
+        cancelled = (
+            store.cancel_running(schedule.pk, tenant=schedule.tenant, now=now)
+            if cancel_running
+            else []
+        )
+        if schedule.enabled:
+            schedule.enabled = False
+            schedule.disabled_by, schedule.disabled_reason = audit.actor_name(actor), reason
+            schedule.disabled_at = schedule.updated_at = now
+            schedule.save(update_fields=[*DISABLED_FIELDS, "updated_at"])
+        record(
+            schedule,
+            now=now,
+            actor=actor,
+            action="disable" if before["enabled"] else "disable.repeated",
+            reason=reason,
+            before=before,
+            after={**_disabled_state(schedule), "cancelled": [str(i) for i in cancelled]},
+        )
+    return schedule
+
+
+def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Schedule:
+    """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
+    pass and decided by its misfire policy. A schedule the planner parked is checked again at
+    that pass. The record's ``before`` is what the row held: who disabled it, why and when
+    (or that it was not disabled), and why it was parked."""
+    reason = need_reason(reason, f"enabling schedule {shown(schedule)}")
+    now = ensure_aware_utc(now, name="now")
+    with transaction.atomic():
+        schedule = locked(schedule)
+        permissions.require(actor, "disable", schedule)
+        before = _disabled_state(schedule)
+        if schedule.parked_field:
+            before["parked"] = f"{schedule.parked_field}: {schedule.parked_reason}"
+        schedule.enabled = True
+        schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = "", "", None
+        unpark(schedule, now=now)
+        schedule.updated_at = now
+        schedule.save(update_fields=[*DISABLED_FIELDS, *PARKED_FIELDS, "next_due_at", "updated_at"])
+        record(
+            schedule,
+            now=now,
+            actor=actor,
+            action="enable",
+            reason=reason,
+            before=before,
+            after=_disabled_state(schedule),
+        )
+        store.notify("enable")
+    return schedule
+
+
+def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Occurrence:
+    """An extra occurrence at the current instant (its own identity), trigger ``manual``."""
+    reason = need_reason(reason, f"run-now of schedule {shown(schedule)}")
+    now = ensure_aware_utc(now, name="now")
+    with transaction.atomic():
+        schedule = locked(schedule)
+        permissions.require(actor, "run", schedule)
+        if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
+            raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
+        planned = store.PlannedOccurrence(
+            schedule.pk, schedule.tenant, schedule.key, now, trigger=Trigger.MANUAL
+        )
+        store.plan([planned], now=now)
+        record(
+            schedule,
+            now=now,
+            actor=actor,
+            action="run_now",
+            reason=reason,
+            target_type="occurrence",
+            target_id=str(planned.id),
+            after={"scheduled_at": now},
+        )
+        store.notify("run_now")
+    return Occurrence.objects.get(pk=planned.id)
+
+
+def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
+    """Delete the schedule's finished occurrences beyond its retention Limit now, with their
+    attempts and steps, in batches, all in one transaction with its audit record. The
+    schedule is the row ``schedule``'s primary key names, locked and checked here.
+
+    All or nothing: if the database refuses (a project table still references an
+    occurrence, say), nothing is deleted, a ``purge.failed`` audit record says so in a
+    transaction of its own, and ``JobsError`` names the schedule and the cause.
+    """
+    now = ensure_aware_utc(now, name="now")
+    audit.actor_name(actor)  # a name the audit record can hold, or refused before anything else
+    checked: Schedule | None = None  # the locked row, once the actor may purge it
+    try:
+        with transaction.atomic():
+            row = locked(schedule)
+            permissions.require(actor, "purge", row)
+            checked = row
+            deleted = _purge_batches(row, now=now)
+            record(
+                row,
+                now=now,
+                actor=actor,
+                action="purge",
+                reason="retention Limit",
+                after={"deleted": deleted},
+            )
+    except DatabaseError as exc:
+        if checked is None:  # refused before any permission was established: nothing to say
+            raise
+        _record_failed_purge(checked, exc, actor=actor, now=now)
+        raise JobsError(
+            f"purge of {checked} failed and deleted nothing: {type(exc).__name__}: {_safe(exc)}"
+        ) from exc
+    return deleted
+
+
+def _purge_batches(schedule: Schedule, *, now: datetime) -> int:
+    batch = get_settings().PURGE_BATCH_SIZE
+    deleted = 0
+    while count := store.purge_batch(schedule.pk, now=now, batch_size=batch):
+        deleted += count
+        if count < batch:
+            break
+    return deleted
+
+
+def _safe(exc: BaseException) -> str:
+    return loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500)
+
+
+def _record_failed_purge(
+    schedule: Schedule, exc: BaseException, *, actor: Any, now: datetime
+) -> None:
+    with transaction.atomic():  # an outage fails this too: then the outage is raised
+        record(
+            schedule,
+            now=now,
+            actor=actor,
+            action="purge.failed",
+            reason="retention Limit",
+            after={"deleted": 0, "error_type": type(exc).__name__, "error": _safe(exc)},
+        )

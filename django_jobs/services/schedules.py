@@ -1,0 +1,307 @@
+"""Schedule records: declared ones written by sync, run-time ones by ``upsert_schedule``.
+
+Both go through one upsert, which writes the record, its retention Limit and its runbooks, and
+audits every change (a timing change as ``schedule.timing_changed``, a revival as
+``schedule.revived``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from .. import permissions, runbooks, store
+from ..clock import ensure_aware_utc
+from ..declarations import Declaration, InvalidSchedule, local_time_gaps
+from ..exceptions import JobsError
+from ..models import Limit, Origin, Schedule, ScheduleStatus
+from ..registry import registry
+from ..scheduling.timings import After, At
+from ..validation import need_reason
+from .rows import need_user, record
+
+# Changing any of these changes when the schedule runs: audited as a timing change.
+TIMING_FIELDS = (
+    "timing_kind",
+    "cron",
+    "interval",
+    "anchor",
+    "run_at",
+    "delay",
+    "time_zone",
+    "skipped_time",
+    "repeated_time",
+    "rrule",
+    "calendar",
+    "on_excluded",
+)
+PARKED_FIELDS = ["parked_at", "parked_field", "parked_reason"]
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    # Schedules whose inspection, replay and disable runbooks were written or brought up to
+    # date (every created one, and any whose runbooks were missing or stale).
+    runbooks: list[str] = field(default_factory=list)
+    # Declared one-offs whose occurrence already became final: not created again.
+    consumed: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        consumed = f", {len(self.consumed)} consumed one-off(s)" if self.consumed else ""
+        return (
+            f"{len(self.created)} created, {len(self.updated)} updated, "
+            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged{consumed}; "
+            f"runbooks written for {len(self.runbooks)}"
+        )
+
+
+@dataclass(frozen=True)
+class _Upserted:
+    schedule: Schedule
+    what: str  # "created", "updated" or "unchanged"
+    runbooks: int  # Runbook rows created or changed
+
+
+@dataclass(frozen=True)
+class _Write:
+    """Who writes a declaration, when, why, and as what origin."""
+
+    now: datetime
+    actor: Any
+    reason: str
+    origin: Origin
+
+
+def _locked_key(tenant: str, key: str) -> Schedule | None:
+    """The schedule of (tenant, key), locked for the caller's transaction, or None."""
+    return Schedule.objects.select_for_update().filter(tenant=tenant, key=key).first()
+
+
+def _upsert(declaration: Declaration, *, existing: Schedule | None, write: _Write) -> _Upserted:
+    """Create or update the record of ``declaration`` (``existing``: its locked row, if any),
+    with its Limit and its runbooks (on create too: check E017 must never find a schedule the
+    app wrote without them)."""
+    timing = declaration.timing
+    if isinstance(timing, After):  # "after" counts from the record's creation
+        timing = timing.created(existing.created_at if existing else write.now)
+    fields = {**declaration.record_fields(), **timing.record_fields()}
+    if existing is None:
+        return _create(declaration, fields, write)
+    return _update(existing, declaration, fields, write)
+
+
+def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> _Upserted:
+    schedule = Schedule.objects.create(
+        tenant=declaration.tenant,
+        key=declaration.key,
+        origin=write.origin,
+        created_at=write.now,
+        updated_at=write.now,
+        next_due_at=write.now,  # planned at the next pass
+        **fields,
+    )
+    record(
+        schedule,
+        now=write.now,
+        actor=write.actor,
+        action="schedule.created",
+        reason=write.reason,
+        after=fields,
+    )
+    _set_limit(schedule, declaration)
+    return _Upserted(schedule, "created", runbooks.write(schedule))
+
+
+def _update(
+    existing: Schedule, declaration: Declaration, fields: dict[str, Any], write: _Write
+) -> _Upserted:
+    changed = {k: v for k, v in fields.items() if getattr(existing, k) != v}
+    if existing.origin != write.origin:
+        changed["origin"] = write.origin
+    limit_changed = _set_limit(existing, declaration)
+    if not changed:
+        written = runbooks.write(existing)
+        return _Upserted(existing, "updated" if limit_changed else "unchanged", written)
+    before = {k: getattr(existing, k) for k in changed}
+    for name, value in changed.items():
+        setattr(existing, name, value)
+    existing.updated_at = write.now
+    if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
+        existing.retired_at = None
+    timing_changed = any(k in TIMING_FIELDS for k in changed)
+    if timing_changed or "status" in changed:
+        existing.next_due_at = write.now  # re-plan from the recovery point with the new timing
+    if existing.parked_field:  # written again: the planner checks the new record
+        before["parked"] = f"{existing.parked_field}: {existing.parked_reason}"
+        changed["parked"] = ""
+        unpark(existing, now=write.now)
+    existing.full_clean(exclude=["running_occurrence"])
+    existing.save()
+    action = _change_action(before, timing_changed=timing_changed)
+    record(
+        existing,
+        now=write.now,
+        actor=write.actor,
+        action=action,
+        reason=write.reason,
+        before=before,
+        after=changed,
+    )
+    return _Upserted(existing, "updated", runbooks.write(existing))
+
+
+def unpark(schedule: Schedule, *, now: datetime) -> None:
+    """Clear what the planner parked the schedule for and make it due: the next plan pass
+    checks the record again (and parks it again if it still refuses it)."""
+    schedule.parked_at, schedule.parked_field, schedule.parked_reason = None, "", ""
+    schedule.next_due_at = now
+
+
+def _change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
+    """How a change is named in the audit: a retired schedule made active (or draft) again is
+    ``schedule.revived``, so a reader never mistakes it for an edit of a live one."""
+    if before.get("status") == ScheduleStatus.RETIRED:
+        return "schedule.revived"
+    return "schedule.timing_changed" if timing_changed else "schedule.changed"
+
+
+def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:
+    wanted = declaration.limit_fields()
+    limit = Limit.objects.filter(schedule=schedule).first()
+    if limit and all(getattr(limit, k) == v for k, v in wanted.items()):
+        return False
+    Limit.objects.update_or_create(schedule=schedule, defaults=wanted)
+    return True
+
+
+def sync_schedules(
+    declarations: Iterable[Declaration], *, now: datetime, actor: str = "django_jobs.sync"
+) -> SyncReport:
+    """Write declared schedules to ``Schedule`` rows.
+
+    New declarations are created; changed ones updated (a timing change leaves an
+    ``AuditRecord`` with before and after); code-declared schedules no longer declared are
+    retired, never deleted, so their history stays. Run-time schedules are left alone.
+    Concurrent syncs (every replica syncs at start) are serialised.
+    """
+    write = _Write(ensure_aware_utc(now, name="now"), actor, "declared in code", Origin.CODE)
+    report = SyncReport()
+    with transaction.atomic():
+        store.lock_for_sync()
+        consumed = store.consumed_one_offs()
+        seen: set[int] = set()
+        for declaration in declarations:
+            if _consumed_by(declaration) in consumed:
+                report.consumed.append(declaration.label)
+                continue
+            existing = _locked_key(declaration.tenant, declaration.key)
+            done = _upsert(declaration, existing=existing, write=write)
+            seen.add(done.schedule.pk)
+            getattr(report, done.what).append(str(done.schedule))
+            if done.runbooks:
+                report.runbooks.append(str(done.schedule))
+        report.retired += _retire_undeclared(seen, write)
+        if report.created or report.updated:
+            store.notify("sync")  # serving replicas plan the changed schedules now
+    return report
+
+
+def _retire_undeclared(seen: set[int], write: _Write) -> list[str]:
+    """Retire the code-declared schedules not among ``seen`` (no longer declared): audited,
+    never deleted, so their history stays."""
+    gone = (
+        Schedule.objects.select_for_update()
+        .filter(origin=Origin.CODE)
+        .exclude(pk__in=seen)
+        .exclude(status=ScheduleStatus.RETIRED)
+    )
+    retired = []
+    for schedule in gone:
+        record(
+            schedule,
+            now=write.now,
+            actor=write.actor,
+            action="schedule.retired",
+            reason="no longer declared in code",
+            before={"status": schedule.status},
+            after={"status": ScheduleStatus.RETIRED},
+        )
+        schedule.status = ScheduleStatus.RETIRED
+        schedule.updated_at = schedule.retired_at = write.now
+        schedule.save(update_fields=["status", "updated_at", "retired_at"])
+        retired.append(str(schedule))
+    return retired
+
+
+def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
+    """How a consumed one-off of this declaration is recorded (``ConsumedOneOff``), or None
+    for a recurring declaration."""
+    timing = declaration.timing
+    if isinstance(timing, At):
+        return (declaration.tenant, declaration.key, "at", timing.instant, None)
+    if isinstance(timing, After):
+        return (declaration.tenant, declaration.key, "after", None, timing.delay)
+    return None
+
+
+def upsert_schedule(
+    declaration: Declaration, *, actor: Any, reason: str, now: datetime
+) -> Schedule:
+    """Create or change a run-time schedule (for example one per tenant), validated like a
+    declared one (build ``declaration`` with ``schedule(..., register=False)``).
+
+    1. ``actor`` is a Django user, never a name: the permission checked is theirs and the
+       audit record carries their id (a string could claim to be ``django_jobs.sync``).
+    2. The declaration is refused as checks E014/E018/E019 refuse a declared one: its job
+       must have a registered handler, a local zone its reason and DST choices.
+    3. Changing a schedule needs ``change`` on it (model, object or tenant permission);
+       creating one needs ``add_schedule`` or a ``change`` grant on its tenant.
+    4. A schedule declared in code is refused: it changes in its ``schedules.py``, and sync
+       would otherwise stop retiring it.
+    5. A retired schedule declared active again is revived, audited ``schedule.revived`` with
+       its status before and after.
+    """
+    reason = need_reason(reason, f"schedule {declaration.key!r}")
+    user = need_user(actor, f"schedule {declaration.label!r}")
+    write = _Write(ensure_aware_utc(now, name="now"), user, reason, Origin.RUNTIME)
+    _need_valid_at_run_time(declaration)
+    with transaction.atomic():
+        existing = _locked_key(declaration.tenant, declaration.key)
+        _need_upsert_permission(user, declaration, existing)
+        done = _upsert(declaration, existing=existing, write=write)
+        store.notify("schedule")  # serving replicas plan it now, not at their next poll
+    return done.schedule
+
+
+def _need_valid_at_run_time(declaration: Declaration) -> None:
+    """What system checks refuse in a declaration, refused here: no check runs at run time."""
+    gaps = local_time_gaps(declaration.timing)  # E018/E019
+    if gaps:
+        raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))
+    if declaration.job not in registry.names():  # E014
+        raise InvalidSchedule(
+            declaration.label,
+            "job",
+            f"no handler is registered for job {declaration.job!r} in this process; register "
+            f'one with @job("{declaration.job}") in the jobs.py of the app that owns it',
+        )
+
+
+def _need_upsert_permission(user: Any, declaration: Declaration, existing: Schedule | None) -> None:
+    if existing is None:
+        permissions.require_create(user, declaration.tenant, declaration.label)
+        return
+    permissions.require(user, "change", existing)
+    if existing.origin == Origin.CODE:
+        raise JobsError(
+            f"schedule {existing} is declared in code: change it in its schedules.py and "
+            "deploy (jobs sync writes it); upsert_schedule changes run-time schedules only"
+        )
