@@ -14,8 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_jobs import InvalidSchedule, JobsError, Misfire, cron, schedule
-from django_jobs.clock import SystemClock
-from django_jobs.services import upsert_schedule
+from django_jobs.services import now, upsert_schedule
 
 
 class Command(BaseCommand):
@@ -64,7 +63,7 @@ class Command(BaseCommand):
                 declaration,
                 actor=actor,
                 reason=f"{options['tenant']} turned on nightly statements",
-                now=SystemClock().now(),
+                now=now(),
             )
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
