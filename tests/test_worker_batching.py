@@ -14,8 +14,9 @@ from django_jobs.conf import get_settings
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
 from django_jobs.worker.completer import Completer
-from django_jobs.worker.executor import ActiveRun, Outcome
+from django_jobs.worker.inflight import ActiveRun
 from django_jobs.worker.loop import Worker
+from django_jobs.worker.outcomes import Outcome
 from django_jobs.worker.run import Run
 
 from .concurrency import wait_until

@@ -7,8 +7,9 @@ against its own fencing token and owner, and a refused row is recorded ``fenced_
 Attempt and reported as a lost lease. Until its write lands, a handed-over run stays on the
 replica's books: the lease keeper renews it, run passes and shutdown wait for it.
 
-Through a store outage the batch is retried with backoff until the store answers: the fence,
-not the lease's expiry, decides whether a completion still counts. A row refused after the
+Through a store outage the batch is retried with backoff until the store answers
+(``outage.keep_writing``): the fence, not the lease's expiry, decides whether a completion
+still counts. A row refused after the
 lease lapsed during the outage is excused (its attempt recorded ``outage``, its failure given
 back), exactly as a run thread writing its own outcome would. Only a forced stop gives up.
 
@@ -27,14 +28,18 @@ from django.db import connection, connections
 from .. import store
 from ..clock import Clock
 from ..safe_error import loggable
-from .executor import Outcome, log_scope
-from .inflight import ActiveRun, CancelReason
-from .outage import STORE_OUTAGE, Backoff, OutageLog
+from .executor import log_scope
+from .inflight import ActiveRun
+from .outage import STORE_OUTAGE, OutageLog, Unwritten, keep_writing
+from .outcomes import EXCUSED, REFUSED, Outcome, ended_by_outage
 
 log = structlog.get_logger("django_jobs.worker")
 
 
 class Completer(threading.Thread):
+    """The thread that writes handed-over completions in batches of up to ``max_batch``, and
+    reports each run's outcome to ``on_done``."""
+
     def __init__(
         self,
         *,
@@ -72,6 +77,14 @@ class Completer(threading.Thread):
             self._stopping = True
             self._changed.notify()
 
+    def stop_and_wait(self, timeout: float) -> bool:
+        """``stop``, and wait up to ``timeout`` seconds for the thread to end (if it ever
+        started). False if it is still writing."""
+        self.stop()
+        if self.is_alive():
+            self.join(timeout=timeout)
+        return not self.is_alive()
+
     def run(self) -> None:
         try:
             while True:
@@ -92,40 +105,37 @@ class Completer(threading.Thread):
             connections.close_all()
 
     def _write(self, batch: list[ActiveRun]) -> None:
-        backoff = Backoff(base=0.2, cap=5.0)
-        while batch:
-            try:
-                result = store.complete([a.lease for a in batch], now=self.clock.now())
-            except STORE_OUTAGE as exc:
-                connection.close_if_unusable_or_obsolete()
-                if self.outage is not None:
-                    self.outage.failed(exc, during="completion")
-                if self.stop_writing.is_set():
-                    error = loggable(exc, patterns=self.patterns, max_chars=200)
-                    for active in batch:
-                        with log_scope(active):
-                            log.error(
-                                "outcome.unwritten", outcome=Outcome.COMPLETED.value, error=error
-                            )
-                        self.on_done(active, Outcome.UNWRITTEN)
-                    return
-                self.stop_writing.wait(backoff.next_delay())
-                continue
-            for active in batch:
-                self._report(active, accepted=active.lease.occurrence_id in result.accepted)
+        if not batch:
             return
+        result = keep_writing(
+            # The leases are read afresh at every try: the keeper may have renewed them.
+            lambda: store.complete([a.lease for a in batch], now=self.clock.now()),
+            clock=self.clock,
+            stop=self.stop_writing,
+            outage=self.outage,
+            during="completion",
+        )
+        if isinstance(result, Unwritten):
+            error = loggable(result.error, patterns=self.patterns, max_chars=200)
+            for active in batch:
+                with log_scope(active):
+                    log.error("outcome.unwritten", outcome=Outcome.COMPLETED.value, error=error)
+                self.on_done(active, Outcome.UNWRITTEN)
+            return
+        for active in batch:
+            self._report(active, accepted=active.lease.occurrence_id in result.accepted)
 
     def _report(self, active: ActiveRun, *, accepted: bool) -> None:
         with log_scope(active):
             if accepted:
                 log.info("occurrence.completed")
                 self.on_done(active, Outcome.COMPLETED)
-            elif active.reason == CancelReason.OUTAGE:
+            elif ended_by_outage(active.reason):
                 # The lease lapsed while the store was out of reach: not a failure.
                 self._excuse(active)
             else:
                 log.warning("occurrence.fenced_out")
-                self.on_done(active, Outcome.LEASE_LOST)
+                self.on_done(active, REFUSED)
 
     def _excuse(self, active: ActiveRun) -> None:
         log.warning("lease.lost", reason="outage")
@@ -135,7 +145,7 @@ class Completer(threading.Thread):
             connection.close_if_unusable_or_obsolete()
             if self.outage is not None:
                 self.outage.failed(exc, during="completion")
-        self.on_done(active, Outcome.OUTAGE)
+        self.on_done(active, EXCUSED)
 
 
 __all__ = ["Completer"]

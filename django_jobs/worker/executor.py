@@ -1,12 +1,13 @@
 """Running one claimed occurrence in its own execution scope, and writing its outcome.
 
-The scope: the thread's database connection is checked before the handler runs; after it, a
-connection the handler used is reset (``DISCARD ALL``) so no session state crosses runs; the
-logging context is bound to the schedule, occurrence, attempt, tenant and fencing token
-(``log_scope``) and restored after. The handler runs in a copy of that context
-(``invoke.call_handler``): what it binds is gone before any outcome is logged, and the lines
-about the run carry the worker's values of those keys. Every outcome write is fenced by the
-run's token.
+The scope: the thread's database connection is checked before the handler runs and cleaned
+after it (``worker/session.py``); the logging context is bound to the schedule, occurrence,
+attempt, tenant and fencing token (``log_scope``) and restored after. The handler runs in a
+copy of that context (``invoke.call_handler``): what it binds is gone before any outcome is
+logged, and the lines about the run carry the worker's values of those keys. Every outcome
+write is fenced by the run's token, and retried through a store outage
+(``outage.keep_writing``). Which outcome a run's end writes and counts follows the table in
+``worker/outcomes.py``.
 
 A store outage is not the job's failure: a handler that raised because the store could not be
 reached, and a run whose lease could not be confirmed, give the occurrence back with an
@@ -15,17 +16,14 @@ reached, and a run whose lease could not be confirmed, give the occurrence back 
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 import structlog
-from django.db import DEFAULT_DB_ALIAS, close_old_connections, connection, connections
-from psycopg.sql import SQL, Literal
+from django.db import connection
 
 from .. import store
 from ..clock import LATEST, Clock, later
@@ -38,27 +36,38 @@ from ..safe_error import SafeError, loggable
 from ..store import Lease
 from .inflight import ActiveRun, CancelReason
 from .invoke import call_handler
-from .outage import STORE_OUTAGE, Backoff, OutageLog, is_store_outage
+from .outage import OutageLog, Unwritten, is_store_outage, keep_writing
+from .outcomes import (
+    EXCUSED,
+    REFUSED,
+    GiveBack,
+    Outcome,
+    counted_cut_off,
+    counted_retry,
+    ended_by_outage,
+    failed_attempt,
+)
 from .retry import backoff_delay
 from .run import Run
+from .session import (
+    SessionUse,
+    drop_leaked_transaction,
+    keep_or_close_connection,
+    reset_session,
+    store_unreachable,
+)
 
 log = structlog.get_logger("django_jobs.worker")
 
-
-class Outcome(enum.StrEnum):
-    COMPLETED = "completed"
-    RETRY = "retry"
-    DEAD = "dead"
-    LEASE_LOST = "lease_lost"
-    RELEASED = "released"
-    TIMED_OUT = "timed_out"
-    OUTAGE = "outage"  # the store was out of reach: given back, no failure counted
-    UNWRITTEN = "unwritten"  # the worker stopped before the store took the outcome
-    HANDED_OVER = "handed_over"  # the completion is written by the completer (group commit)
+# A fenced outcome write: whether the store accepted it for this lease at this instant.
+Write = Callable[[Lease, datetime], bool]
 
 
 @dataclass(frozen=True)
 class Execution:
+    """What every run of a replica shares: its clock, settings, handlers, and where and how
+    its outcomes are written."""
+
     clock: Clock
     settings: JobsSettings
     registry: Registry
@@ -84,12 +93,8 @@ def log_scope(active: ActiveRun) -> AbstractContextManager[None]:
 
 def release_unstarted(active: ActiveRun, ctx: Execution) -> Outcome:
     """Give back a run claimed ahead that was cancelled (shutdown) before it started."""
-
-    def write(lease: Lease, now: datetime) -> bool:
-        return _release(lease, now, AttemptOutcome.UNSTARTED)
-
     with log_scope(active):
-        return _write(active, ctx, write, Outcome.RELEASED)
+        return _give_back(active, ctx, GiveBack.UNSTARTED)
 
 
 def execute(active: ActiveRun, ctx: Execution) -> Outcome:
@@ -97,84 +102,19 @@ def execute(active: ActiveRun, ctx: Execution) -> Outcome:
     # Inline runs (tests) execute inside the caller's transaction: leave that connection be.
     outer_transaction = connection.in_atomic_block
     if not outer_transaction:
-        _keep_or_close_connection()
-    session = _SessionUse()
+        keep_or_close_connection()
+    session = SessionUse()
     try:
         with log_scope(active):
             return _run_handler(active, ctx, session)
     finally:
         if not outer_transaction:
-            _keep_or_close_connection()
+            keep_or_close_connection()
             if session.used:
-                _reset_session()
+                reset_session()
 
 
-class _SessionUse:
-    """An execute wrapper on the store's connection: whether the handler sent anything on it
-    (its session then needs a reset), and whether a statement failed because the connection
-    broke (terminated, reset, the server gone): that is the store's outage, not the job's."""
-
-    used = False
-    broke = False
-
-    def __call__(self, execute: Callable[..., Any], *args: Any) -> Any:
-        self.used = True
-        try:
-            return execute(*args)
-        except Exception as exc:
-            self.broke = self.broke or is_store_outage(exc)
-            raise
-
-
-def _keep_or_close_connection() -> None:
-    """Check this run thread's connection between runs: closed if a run left it broken (an
-    error made it unusable, or autocommit was left off), kept for the next run otherwise.
-
-    Run threads belong to the worker, so ``CONN_MAX_AGE`` (a setting for request handling,
-    which defaults to closing after every request) does not apply to them: reconnecting for
-    every run cost a connection and a ``set_config`` per occurrence.
-    """
-    connection.close_at = None
-    connection.close_if_unusable_or_obsolete()
-
-
-# What ``DISCARD ALL`` does, statement by statement: ``DISCARD ALL`` itself cannot share a
-# round trip with the session setup that must follow it (it refuses to run in the implicit
-# transaction of a multi-statement query); these can.
-_DISCARD = (
-    "CLOSE ALL; SET SESSION AUTHORIZATION DEFAULT; RESET ALL; DEALLOCATE ALL; UNLISTEN *; "
-    "SELECT pg_advisory_unlock_all(); DISCARD PLANS; DISCARD TEMP; DISCARD SEQUENCES"
-)
-
-
-def _reset_session() -> None:
-    """Give the next run a clean session: drop what a handler left on the connection
-    (settings, role, temporary tables, prepared statements, cursors, advisory locks, LISTEN
-    registrations), then apply Django's own session setup again (time zone, role), in one
-    round trip. A connection that cannot be reset is closed: the next run opens a fresh one."""
-    if connection.connection is None:
-        return
-    statements = [SQL(_DISCARD), SQL("SET TIME ZONE {}").format(Literal(connection.timezone_name))]
-    if role := connection.settings_dict["OPTIONS"].get("assume_role"):
-        statements.append(SQL("SET ROLE {}").format(Literal(role)))
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute(SQL("; ").join(statements).as_string(connection.connection))
-    except Exception:  # any failure here: the next run starts on a fresh connection
-        connection.close()
-
-
-def _drop_leaked_transaction() -> bool:
-    """If the handler returned inside a transaction it opened, roll it back and give this
-    thread a fresh connection, so the outcome write does not join (and die with) it."""
-    if not connection.in_atomic_block:
-        return False
-    connection.close()  # the server rolls the open transaction back
-    del connections[DEFAULT_DB_ALIAS]  # the wrapper's atomic state is beyond repair
-    return True
-
-
-def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Outcome:
+def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outcome:
     lease, schedule = active.lease, active.schedule
     run = Run(lease, clock=ctx.clock, deadline=active.deadline, cancel=active.cancel)
     outer_transaction = connection.in_atomic_block
@@ -186,7 +126,7 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
     try:
         with connection.execute_wrapper(session):
             call_handler(handler.func, run, name=handler.name)
-        if not outer_transaction and _drop_leaked_transaction():
+        if not outer_transaction and drop_leaked_transaction():
             raise JobsError(
                 f"job {schedule.job!r} returned with a database transaction still open; its "
                 "writes were rolled back. Close every transaction the handler opens."
@@ -196,10 +136,16 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
     except Exception as exc:
-        outage = is_store_outage(exc) and _store_unreachable(session)
+        outage = is_store_outage(exc) and store_unreachable(session)
         if not outer_transaction:
-            _drop_leaked_transaction()
+            drop_leaked_transaction()
         return _failed(active, exc, ctx, outage=outage)
+    return _returned(active, ctx, run)
+
+
+def _returned(active: ActiveRun, ctx: Execution, run: Run) -> Outcome:
+    """The handler returned: its completion is written (here, or by the completer), unless
+    ``run.atomic()`` already committed it or the run's lease is gone."""
     if run.completed:
         log.info("occurrence.completed")
         return Outcome.COMPLETED
@@ -214,7 +160,7 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: _SessionUse) -> Out
 def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
     """Another holder has the occurrence. If the lease lapsed because the store could not be
     reached, the attempt is excused (recorded ``outage``, its failure given back)."""
-    if active.reason == CancelReason.OUTAGE and not active.abandoned:
+    if ended_by_outage(active.reason) and not active.abandoned:
         return _excuse(active, ctx)
     log.warning("lease.lost", reason=active.reason)
     return Outcome.LEASE_LOST
@@ -226,27 +172,11 @@ def _failed(active: ActiveRun, exc: Exception, ctx: Execution, *, outage: bool) 
     if active.abandoned or active.reason == CancelReason.LEASE_LOST:
         log.warning("lease.lost", error_type=type(exc).__name__)
         return Outcome.LEASE_LOST
-    if active.reason == CancelReason.OUTAGE or outage:
+    if ended_by_outage(active.reason) or outage:
         return give_back_after_outage(active, ctx, exc)
     if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
-        return _write(active, ctx, _release, Outcome.RELEASED)
-    timed_out = active.reason == CancelReason.TIMEOUT
-    return record_failure(
-        active, exc, ctx, outcome=AttemptOutcome.TIMED_OUT if timed_out else AttemptOutcome.FAILED
-    )
-
-
-def _store_unreachable(session: _SessionUse) -> bool:
-    """Whether the store's connection on this thread broke during the handler: a statement
-    on it failed for that reason (even if Django has reconnected since, as ``run.atomic()``'s
-    exit does), or an error went through it and it is gone or no longer answers (a connect
-    that failed). An outage-looking error from another server the handler talks to (a second
-    database, a partner's PostgreSQL) while the store answers is the job's own failure."""
-    if session.broke:
-        return True
-    if not connection.errors_occurred:
-        return False
-    return connection.connection is None or not connection.is_usable()
+        return _give_back(active, ctx, GiveBack.SHUTDOWN)
+    return record_failure(active, exc, ctx, outcome=failed_attempt(active.reason))
 
 
 def give_back_after_outage(
@@ -255,17 +185,13 @@ def give_back_after_outage(
     """The run ended because the store could not be reached: once it answers, give the
     occurrence back (due again at once; the attempt recorded ``outage``, no failure counted),
     or, if another claim took it over meanwhile, excuse the attempt."""
-
-    def write(lease: Lease, now: datetime) -> bool:
-        return _release(lease, now, AttemptOutcome.OUTAGE)
-
     error_type = type(exc).__name__ if exc else None
     error = loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200) if exc else None
     with log_scope(active):  # also called before the run started, and from the loop
         log.warning("occurrence.outage", error_type=error_type, error=error)
         connection.close_if_unusable_or_obsolete()  # the error may have broken this connection
-        result = _write(active, ctx, write, Outcome.OUTAGE, until=until)
-        if result == Outcome.LEASE_LOST:
+        result = _give_back(active, ctx, GiveBack.OUTAGE, until=until)
+        if result == REFUSED:
             return _excuse(active, ctx, until=until)
         return result
 
@@ -276,7 +202,19 @@ def _excuse(active: ActiveRun, ctx: Execution, *, until: datetime = LATEST) -> O
         return True
 
     log.warning("lease.lost", reason=CancelReason.OUTAGE)
-    return _write(active, ctx, write, Outcome.OUTAGE, until=until)
+    return _write(active, ctx, write, EXCUSED, until=until)
+
+
+def record_cut_off(active: ActiveRun, ctx: Execution, *, until: datetime) -> Outcome:
+    """Record the attempt of a run the loop cut off (its handler ignored the cancellation past
+    the grace); return what the loop counts for it (``outcomes.counted_cut_off``)."""
+    if ended_by_outage(active.reason):
+        return give_back_after_outage(active, ctx, until=until)
+    if active.reason == CancelReason.TIMEOUT:
+        timeout = Cancelled(f"ran past its timeout of {active.schedule.timeout} and its grace")
+        outcome = failed_attempt(active.reason)
+        record_failure(active, timeout, ctx, outcome=outcome, until=until)
+    return counted_cut_off(active.reason)
 
 
 def record_failure(
@@ -350,7 +288,7 @@ def _retry(
             outcome=outcome.value,
         )
         store.notify("retry")
-    return Outcome.TIMED_OUT if outcome == AttemptOutcome.TIMED_OUT else result
+    return counted_retry(outcome, result)
 
 
 def _complete(lease: Lease, now: datetime) -> bool:
@@ -360,50 +298,43 @@ def _complete(lease: Lease, now: datetime) -> bool:
     return accepted
 
 
-def _release(
-    lease: Lease, now: datetime, outcome: AttemptOutcome = AttemptOutcome.RELEASED
-) -> bool:
-    released = bool(store.release([lease], now=now, outcome=outcome).accepted)
-    if released:
-        store.notify("release")
-        log.info("occurrence.released", outcome=outcome.value)
-    return released
+def _give_back(
+    active: ActiveRun, ctx: Execution, why: GiveBack, *, until: datetime = LATEST
+) -> Outcome:
+    """Give the occurrence back unfinished (``outcomes.GiveBack``), fenced."""
+
+    def write(lease: Lease, now: datetime) -> bool:
+        released = bool(store.release([lease], now=now, outcome=why.attempt).accepted)
+        if released:
+            store.notify("release")
+            log.info("occurrence.released", outcome=why.attempt.value)
+        return released
+
+    return _write(active, ctx, write, why.counted, until=until)
 
 
 def _write(
-    active: ActiveRun,
-    ctx: Execution,
-    write: Callable[[Lease, datetime], bool],
-    success: Outcome,
-    *,
-    until: datetime = LATEST,
+    active: ActiveRun, ctx: Execution, write: Write, success: Outcome, *, until: datetime = LATEST
 ) -> Outcome:
     """Write an outcome, fenced; through a store outage, keep trying until the store answers
-    (or ``until``, or a forced stop). A write the fence refuses is a lost lease.
-
-    The fence, not the lease's expiry, decides: an outcome written after the lease lapsed is
-    accepted while no other claim has taken the occurrence.
-    """
-    backoff = Backoff(base=0.2, cap=5.0)
-    while True:
-        lease = active.lease  # the lease keeper may have renewed it
-        try:
-            if write(lease, ctx.clock.now()):
-                return success
-            log.warning("occurrence.fenced_out")
-            return Outcome.LEASE_LOST
-        except STORE_OUTAGE as exc:
-            close_old_connections()
-            if ctx.outage is not None:
-                ctx.outage.failed(exc, during="outcome")
-            if ctx.clock.now() >= until or ctx.stop_writing.is_set():
-                log.error(
-                    "outcome.unwritten",
-                    outcome=success.value,
-                    error=loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200),
-                )
-                return Outcome.UNWRITTEN
-            ctx.stop_writing.wait(backoff.next_delay())
+    (or ``until``, or a forced stop: ``outage.keep_writing``). A write the fence refuses is
+    a lost lease."""
+    accepted = keep_writing(
+        lambda: write(active.lease, ctx.clock.now()),  # the keeper may have renewed the lease
+        clock=ctx.clock,
+        stop=ctx.stop_writing,
+        outage=ctx.outage,
+        during="outcome",
+        until=until,
+    )
+    if isinstance(accepted, Unwritten):
+        error = loggable(accepted.error, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200)
+        log.error("outcome.unwritten", outcome=success.value, error=error)
+        return Outcome.UNWRITTEN
+    if accepted:
+        return success
+    log.warning("occurrence.fenced_out")
+    return REFUSED
 
 
 __all__ = [
@@ -414,6 +345,7 @@ __all__ = [
     "execute",
     "give_back_after_outage",
     "log_scope",
+    "record_cut_off",
     "record_failure",
     "release_unstarted",
 ]

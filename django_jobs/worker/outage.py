@@ -1,23 +1,76 @@
-"""A store outage: recognised, backed off, logged at a bounded rate, never counted as a job
-failure."""
+"""A store outage: recognised, backed off, written through, logged at a bounded rate, never
+counted as a job failure. The worker's one outage policy: the loop, the run threads (through
+the executor), the completer and the lease keeper all take it from here.
+
+- What is an outage: ``STORE_OUTAGE`` (the errors that may mean one), ``is_store_outage`` (a
+  handler's error, looked at closely), ``pass_failure`` (a failed pass of the loop).
+- How often the store is tried again: ``Backoff``, with ``pass_backoff`` for the loop and
+  ``write_backoff`` for outcome writes.
+- Writing through an outage: ``keep_writing`` retries a fenced write until the store answers,
+  a deadline, or a forced stop; ``loop_write_deadline`` is the deadline of the loop's writes.
+- Saying so: ``OutageLog``, a bounded number of lines however long the outage lasts.
+- The loop's part: ``LoopOutage`` waits out an outage at start-up and after a failed pass.
+"""
 
 from __future__ import annotations
 
-import random
+import enum
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import psycopg
 import structlog
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
 
-from ..clock import Clock
+from ..clock import LATEST, Clock
 from ..safe_error import loggable
+from .retry import backoff_seconds
+
+if TYPE_CHECKING:
+    from ..store import Lease
+    from .wakeup import Wakeup
 
 log = structlog.get_logger("django_jobs.worker")
 
+T = TypeVar("T")
+
 # Errors that may mean "the database cannot be reached", not "the job failed".
 STORE_OUTAGE = (OperationalError, InterfaceError)
+
+# How a lost store is tried again: 0.5 s, 1 s, 2 s ... at most 5 s apart for the loop's passes
+# (and its start-up), so a worker is back within seconds of the store without a fleet of
+# replicas hammering a server that is coming back. An outcome write starts sooner, at 0.2 s:
+# the run's slot and lease wait on it.
+PASS_RETRY_BASE_SECONDS = 0.5
+WRITE_RETRY_BASE_SECONDS = 0.2
+RETRY_CAP_SECONDS = 5.0
+
+
+class OutageEvents(NamedTuple):
+    """The names of the three lines an ``OutageLog`` writes."""
+
+    first: str  # the first error of a spell
+    again: str  # a summary of the errors since, at most one per interval
+    recovered: str  # the spell is over
+
+
+STORE_EVENTS = OutageEvents("store.unavailable", "store.still_unavailable", "store.recovered")
+# The loop's failed passes that are not an outage (a constraint, a bad row): logged at the
+# same bounded rate as an outage, under names of their own.
+PASS_ERROR_EVENTS = OutageEvents(
+    "worker.pass_failed", "worker.pass_still_failing", "worker.pass_recovered"
+)
+# One summary line per 30 s: an outage of any length writes 2 + minutes x 2 lines.
+SUMMARY_INTERVAL = timedelta(seconds=30)
+# One outage reaches each of the replica's connections in turn, each finding out on its next
+# use: an error this soon after a recovery is the same outage reaching another connection.
+ECHO_QUIET = timedelta(seconds=10)
+# The error on a line: its first line, cut to this many characters, so a spell's lines stay
+# short whatever the driver's message holds.
+DETAIL_CHARS = 300
 
 # SQLSTATEs of a store that cannot be reached or cannot take writes: class 08 (connection
 # exception), the server shutting down or starting (57P01-57P03), a read-only server after a
@@ -58,19 +111,100 @@ def _is_outage_error(exc: BaseException) -> bool:
     return state.startswith(_OUTAGE_STATES)
 
 
+def _serialization_conflict(exc: BaseException) -> bool:
+    """SQLSTATE class 40 (deadlock detected, serialization failure): an OperationalError to
+    the driver, but the database answered; the statement can simply run again."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None) or ""
+    return sqlstate.startswith("40")
+
+
+class PassFailure(enum.Enum):
+    """What a database error that ended one of the loop's passes means."""
+
+    CONFLICT = "conflict"  # a deadlock victim or serialization failure: the store is up
+    OUTAGE = "outage"  # the store is out of reach: back off; the LISTEN connection is gone
+    ERROR = "error"  # not an outage (a constraint, a bad row): back off, log at a bounded rate
+
+
+def pass_failure(exc: DatabaseError) -> PassFailure:
+    """Classify the database error that ended a pass (see ``PassFailure``)."""
+    if not isinstance(exc, STORE_OUTAGE):
+        return PassFailure.ERROR
+    if _serialization_conflict(exc):
+        return PassFailure.CONFLICT
+    return PassFailure.OUTAGE
+
+
 class Backoff:
-    """Capped exponential delays with jitter: 0.5 s, 1 s, 2 s, ... up to ``cap``."""
+    """Capped exponential delays with jitter: ``base``, twice that, ... up to ``cap`` (the
+    formula of ``retry.backoff_seconds``), counted from the last ``reset``."""
 
     def __init__(self, *, base: float = 0.5, cap: float = 30.0) -> None:
         self.base, self.cap, self.failures = base, cap, 0
 
     def next_delay(self) -> float:
         self.failures += 1
-        raw: float = min(self.cap, self.base * 2.0 ** min(self.failures - 1, 32))
-        return raw * random.uniform(0.5, 1.0)
+        return backoff_seconds(self.failures, base=self.base, cap=self.cap)
 
     def reset(self) -> None:
         self.failures = 0
+
+
+def pass_backoff() -> Backoff:
+    """The delays between the loop's tries of a store it cannot reach."""
+    return Backoff(base=PASS_RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS)
+
+
+def write_backoff() -> Backoff:
+    """The delays between tries of one outcome write through an outage."""
+    return Backoff(base=WRITE_RETRY_BASE_SECONDS, cap=RETRY_CAP_SECONDS)
+
+
+@dataclass(frozen=True)
+class Unwritten:
+    """A write given up on: the store was still out of reach at the deadline or a forced stop."""
+
+    error: BaseException
+
+
+def keep_writing(
+    write: Callable[[], T],
+    *,
+    clock: Clock,
+    stop: threading.Event,
+    outage: OutageLog | None,
+    during: str,
+    until: datetime = LATEST,
+) -> T | Unwritten:
+    """Run ``write`` until the store takes it; return what it returned, or ``Unwritten``.
+
+    The fence, not the lease's expiry, decides whether a write still counts: an outcome
+    written after the lease lapsed is accepted while no other claim has taken the occurrence,
+    so by default this keeps trying for as long as the outage lasts. Steps:
+    1. call ``write`` (it reads the lease afresh: the keeper may have renewed it);
+    2. on a store outage, drop the broken connection and log it at a bounded rate
+       (``during`` says which write); give up if ``until`` has passed or ``stop`` is set
+       (a forced stop);
+    3. else wait (``write_backoff``; a forced stop ends the wait) and go to 1.
+    """
+    backoff = write_backoff()
+    while True:
+        try:
+            return write()
+        except STORE_OUTAGE as exc:
+            close_old_connections()
+            if outage is not None:
+                outage.failed(exc, during=during)
+            if clock.now() >= until or stop.is_set():
+                return Unwritten(exc)
+            stop.wait(backoff.next_delay())
+
+
+def loop_write_deadline(lease: Lease) -> datetime:
+    """How long the loop itself keeps writing an outcome through an outage (for a run it cut
+    off): until the lease expires. The loop must go on claiming, renewing and shutting down,
+    so it never waits out a long outage; a run thread or the completer does."""
+    return lease.expires_at
 
 
 class OutageLog:
@@ -92,20 +226,16 @@ class OutageLog:
         self,
         clock: Clock,
         *,
-        interval: timedelta = timedelta(seconds=30),
-        quiet: timedelta = timedelta(seconds=10),
+        interval: timedelta = SUMMARY_INTERVAL,
+        quiet: timedelta = ECHO_QUIET,
         patterns: tuple[str, ...] = (),
-        events: tuple[str, str, str] = (
-            "store.unavailable",
-            "store.still_unavailable",
-            "store.recovered",
-        ),
+        events: tuple[str, str, str] = STORE_EVENTS,
     ) -> None:
         self.clock = clock
         self.patterns = patterns
         self.interval = interval
         self.quiet = quiet
-        self.events = events
+        self.events = OutageEvents(*events)
         self.since: datetime | None = None
         self._last_line: datetime | None = None
         self._suppressed = 0
@@ -119,10 +249,9 @@ class OutageLog:
         return self.since is not None
 
     def failed(self, exc: BaseException, **context: object) -> None:
-        first, again, _ = self.events
         now = self.clock.now()
-        text = loggable(exc, patterns=self.patterns, max_chars=10_000)
-        detail = f"{type(exc).__name__}: {(text.splitlines() or [''])[0]}"[:300]
+        text = loggable(exc, patterns=self.patterns, max_chars=10_000)  # then its first line
+        detail = f"{type(exc).__name__}: {(text.splitlines() or [''])[0]}"[:DETAIL_CHARS]
         with self._lock:
             self.errors += 1
             if self.since is None:
@@ -131,7 +260,7 @@ class OutageLog:
                     self._recovered_at is not None and now - self._recovered_at < self.quiet
                 )
                 if not self._echo:
-                    log.error(first, error=detail, **context)
+                    log.error(self.events.first, error=detail, **context)
                 return
             assert self._last_line is not None
             if now - self._last_line < self.interval:
@@ -139,7 +268,13 @@ class OutageLog:
                 return
             since, suppressed = self.since, self._suppressed
             self._last_line, self._suppressed = now, 0
-        log.error(again, since=since.isoformat(), suppressed=suppressed, error=detail, **context)
+        log.error(
+            self.events.again,
+            since=since.isoformat(),
+            suppressed=suppressed,
+            error=detail,
+            **context,
+        )
 
     def recovered(self) -> None:
         with self._lock:
@@ -152,4 +287,54 @@ class OutageLog:
             if echo and now - since < self.interval:
                 return
         down_for = round((now - since).total_seconds(), 1)
-        log.info(self.events[2], down_for_s=down_for, errors=errors)
+        log.info(self.events.recovered, down_for_s=down_for, errors=errors)
+
+
+class LoopOutage:
+    """What the loop does when the store fails it: log at a bounded rate (an outage in
+    ``outage``, other database errors in ``pass_errors``), back off (``pass_backoff``), and
+    go on; a worker never dies of a bad pass, nor exits for an outage."""
+
+    def __init__(self, clock: Clock, *, patterns: tuple[str, ...], wakeup: Wakeup) -> None:
+        self.patterns, self.wakeup = patterns, wakeup
+        self.outage = OutageLog(clock, patterns=patterns)
+        self.pass_errors = OutageLog(clock, patterns=patterns, events=PASS_ERROR_EVENTS)
+        self.backoff = pass_backoff()
+
+    def wait_for_store(self, action: Callable[[], object], stopping: threading.Event) -> bool:
+        """Run ``action`` until it gets through a store outage; False if ``stopping`` was set
+        first."""
+        while not stopping.is_set():
+            try:
+                action()
+            except STORE_OUTAGE as exc:
+                self.outage.failed(exc)
+                close_old_connections()
+                self.wakeup.wait(self.backoff.next_delay())
+                continue
+            self.outage.recovered()
+            self.backoff.reset()
+            return True
+        return False
+
+    def pass_failed(self, exc: DatabaseError) -> None:
+        """A pass ended with a database error: go again at once after a conflict, else after
+        a backoff (``pass_failure``)."""
+        failure = pass_failure(exc)
+        if failure is PassFailure.CONFLICT:
+            error = loggable(exc, patterns=self.patterns)
+            log.warning("worker.pass_conflict", error=error)
+            close_old_connections()
+            return
+        (self.outage if failure is PassFailure.OUTAGE else self.pass_errors).failed(exc)
+        close_old_connections()
+        if failure is PassFailure.OUTAGE:
+            self.wakeup.close()  # its LISTEN connection is gone too: reopened at the next wait
+        self.wakeup.wait(self.backoff.next_delay())
+
+    def pass_succeeded(self) -> None:
+        """A pass went through: end an outage, or a spell of failed passes."""
+        if self.outage.active or self.pass_errors.active:
+            self.outage.recovered()
+            self.pass_errors.recovered()
+            self.backoff.reset()

@@ -1,0 +1,93 @@
+"""This replica's identity and presence: its id, its heartbeat row, its clock aligned with the
+database's so all replicas share one timeline."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+import structlog
+
+from .. import store
+from ..clock import Clock, SystemClock
+from ..models import ReplicaState
+from .inflight import InFlight
+
+log = structlog.get_logger("django_jobs.worker")
+
+# How many round trips ``sync_clock`` measures; it keeps the shortest.
+CLOCK_SAMPLES = 3
+
+
+def default_replica_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class _Sample(NamedTuple):
+    round_trip: timedelta
+    offset: timedelta  # of the database's clock from this one, at the sample
+
+
+def sync_clock(clock: Clock, samples: int = CLOCK_SAMPLES) -> None:
+    """Align a SystemClock with the database's (any other clock is left alone).
+
+    Takes the sample with the shortest round trip, as NTP does: its error is at most half
+    that round trip.
+    """
+    if not isinstance(clock, SystemClock):
+        return
+    best: _Sample | None = None
+    for _ in range(samples):
+        before = clock.now() - clock.offset
+        db_now = store.database_clock()
+        after = clock.now() - clock.offset
+        if best is None or after - before < best.round_trip:
+            best = _Sample(after - before, store.measure_clock_offset(before, after, db_now))
+    assert best is not None
+    clock.set_offset(best.offset)
+    log.info(
+        "clock.synced",
+        offset_ms=round(best.offset.total_seconds() * 1000, 2),
+        error_bound_ms=round(best.round_trip.total_seconds() * 500, 2),  # half, in ms
+    )
+
+
+class Heartbeat:
+    """The replica's row in the store: its state and load, written every ``every``."""
+
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        clock: Clock,
+        started_at: datetime,
+        concurrency: int,
+        inflight: InFlight,
+        every: timedelta,
+    ) -> None:
+        self.replica_id, self.clock, self.started_at = replica_id, clock, started_at
+        self.concurrency, self.inflight, self.every = concurrency, inflight, every
+        self.next_at = started_at  # when the next heartbeat is due
+
+    def beat(self, state: ReplicaState, *, force: bool = False) -> None:
+        """Record the replica's state, if a heartbeat is due (or ``force``)."""
+        now = self.clock.now()
+        if not force and now < self.next_at:
+            return
+        store.heartbeat(
+            self.replica_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=self.started_at,
+            now=now,
+            state=state.value,
+            concurrency=self.concurrency,
+            running=len(self.inflight),
+        )
+        self.next_at = now + self.every
+
+
+__all__ = ["CLOCK_SAMPLES", "Heartbeat", "default_replica_id", "sync_clock"]

@@ -1,0 +1,112 @@
+"""The drain: how a stopping replica lets go of its runs.
+
+Steps (``Drain.run``):
+1. stop claiming (the caller has); give running occurrences the shutdown grace, still
+   enforcing their timeouts; a forced stop or a cut-off run ends the grace at once;
+2. cancel the runs still going (reason ``shutdown``) and let them settle for a moment;
+3. leave behind the runs that still have not returned, and release their leases so another
+   replica can take them at once;
+4. let the completer write the completions it holds, if the store answers; otherwise their
+   leases expire like any lease this replica cannot write.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+
+from .. import store
+from ..clock import Clock
+from ..safe_error import loggable
+from .completer import Completer
+from .deadlines import Deadlines
+from .inflight import CancelReason, InFlight
+from .outage import STORE_OUTAGE
+from .wakeup import Wakeup
+
+log = structlog.get_logger("django_jobs.worker")
+
+# Seconds. Every wait below is cut short by a poke (a finished run, a signal): these are only
+# upper bounds, so a missed poke costs at most that long.
+DRAIN_WAIT_SECONDS = 1.0  # the grace, waiting for runs to finish
+SETTLE_WAIT_SECONDS = 0.1  # the settle, waiting for cancelled runs to return
+# After the grace, cancelled runs get this long to react before their leases are released (0
+# when the process must end at once: a forced stop, or a run was cut off).
+SETTLE_SECONDS = 2.0
+# How long the drain waits for the completer to write what it holds (0 on a forced stop).
+COMPLETER_SHUTDOWN_SECONDS = 2.0
+
+
+def try_store(action: Callable[[], object], *, patterns: tuple[str, ...]) -> None:
+    """Run ``action`` once; a store outage is logged, not raised: a stopping replica that
+    cannot reach the store leaves its leases to expire."""
+    try:
+        action()
+    except STORE_OUTAGE as exc:
+        log.error("store.unavailable", during="shutdown", error=loggable(exc, patterns=patterns))
+
+
+@dataclass(frozen=True)
+class Drain:
+    """The parts of a replica the drain needs (see the module docstring)."""
+
+    clock: Clock
+    grace: timedelta  # ``SHUTDOWN_GRACE_SECONDS``
+    inflight: InFlight
+    deadlines: Deadlines
+    completer: Completer
+    wakeup: Wakeup
+    forced: threading.Event  # a second stop request: exit fast
+    stop_writing: threading.Event  # set when the completer is left behind
+    cut_off: Callable[[], bool]  # whether a run was cut off: the process must end now
+    patterns: tuple[str, ...]
+
+    def run(self) -> int:
+        """Drain; return how many threads were left behind (the process must end without
+        waiting for them)."""
+        until = self.clock.now() + self.grace
+        while len(self.inflight) and not self.forced.is_set() and self.clock.now() < until:
+            if self.cut_off():
+                break  # the process must end, not wait out the grace
+            self.deadlines.enforce()
+            left = (until - self.clock.now()).total_seconds()
+            self.wakeup.wait(min(DRAIN_WAIT_SECONDS, left))
+        for active in self.inflight.running():
+            self.inflight.cancel(active, CancelReason.SHUTDOWN, self.clock.now())
+        # After a cut-off the process must end now (that ends the abandoned handler): the
+        # other runs are released, not waited for.
+        hurry = self.forced.is_set() or self.cut_off()
+        settle = self.clock.now() + timedelta(seconds=0 if hurry else SETTLE_SECONDS)
+        while self.inflight.running() and self.clock.now() < settle:
+            self.wakeup.wait(SETTLE_WAIT_SECONDS)
+        stuck = self._release_leftovers() + self.deadlines.cut_off_count
+        wait = 0 if self.forced.is_set() else COMPLETER_SHUTDOWN_SECONDS
+        if not self.completer.stop_and_wait(wait):
+            stuck += 1
+            self.stop_writing.set()
+        return stuck
+
+    def _release_leftovers(self) -> int:
+        """Leave behind the runs still going after the settle, and give their leases back;
+        return how many."""
+        leftovers = [run for run in self.inflight.running() if self.inflight.abandon(run)]
+        if leftovers:
+            leases = [a.lease for a in leftovers]
+            try_store(lambda: store.release(leases, now=self.clock.now()), patterns=self.patterns)
+            try_store(lambda: store.notify("release"), patterns=self.patterns)
+            log.info("worker.released", count=len(leftovers))
+        return len(leftovers)
+
+
+__all__ = [
+    "COMPLETER_SHUTDOWN_SECONDS",
+    "DRAIN_WAIT_SECONDS",
+    "SETTLE_SECONDS",
+    "SETTLE_WAIT_SECONDS",
+    "Drain",
+    "try_store",
+]
