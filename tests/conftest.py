@@ -11,13 +11,48 @@ import pytest
 
 from django_jobs.testing import FakeClock
 
-from .processes import Cluster, Replica
+from .processes import Cluster, Replica, servers_running
 
 if TYPE_CHECKING:
     from django_jobs.registry import Registry
     from django_jobs.worker.loop import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Fixtures that start real OS processes: a test using one is a ``processes`` test.
+PROCESS_FIXTURES = {"start", "cluster"}
+
+
+def _uses_process_fixture(item: pytest.Item) -> bool:
+    names = PROCESS_FIXTURES & set(getattr(item, "fixturenames", ()))
+    # A parametrize argument of the same name (``start`` in the DST tables) is no fixture.
+    callspec = getattr(item, "callspec", None)
+    return bool(names - set(callspec.params if callspec else ()))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests that start processes, and make every processes or browser test ``slow``,
+    so ``-m "not slow"`` is the fast subset without each module repeating the rule."""
+    for item in items:
+        if _uses_process_fixture(item):
+            item.add_marker(pytest.mark.processes)
+        if item.get_closest_marker("processes") or item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if a PostgreSQL server a test started for itself (``Cluster``) still runs.
+
+    Only this process's own servers count: another run in the same checkout may be in the
+    middle of its outage tests.
+    """
+    left = servers_running(Cluster.made)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"PostgreSQL servers left running by the tests: {left}", red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
@@ -57,11 +92,17 @@ def start(tmp_path: Path) -> Iterator[Callable[..., Replica]]:
 
 
 @pytest.fixture
-def cluster() -> Cluster:
-    """A migrated PostgreSQL of the test's own, which it may stop and start."""
+def cluster() -> Iterator[Cluster]:
+    """A migrated PostgreSQL of the test's own, which it may stop and start; stopped for good
+    and deleted after the test, however the test ended."""
     cluster = Cluster()
-    cluster.migrate()
-    return cluster
+    try:
+        cluster.migrate()
+        yield cluster
+    finally:
+        cluster.close()
+    left = servers_running([cluster.pgdata])
+    assert not left, f"the test's PostgreSQL still runs after its clean-up: {left}"
 
 
 @pytest.fixture

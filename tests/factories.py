@@ -1,3 +1,5 @@
+"""Test data: factory-boy factories for rows, and makers of records in a given state."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
@@ -6,9 +8,10 @@ from typing import Any
 import factory.declarations
 import factory.django
 
-from django_jobs import cron, schedule
+from django_jobs import cron, schedule, store
 from django_jobs.declarations import Declaration
-from django_jobs.models import Schedule, ScheduleStatus
+from django_jobs.models import Occurrence, Schedule, ScheduleStatus
+from django_jobs.safe_error import SafeError
 from django_jobs.scheduling.policies import TimingKind
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -55,3 +58,20 @@ def declaration(key: str = "billing.nightly", **fields: Any) -> Declaration:
         **OWNERS,
     )
     return schedule(key, **{**base, **fields})
+
+
+def dead_occurrence(
+    schedule: Schedule, at: datetime = T0, *, message: str = "boom", owner: str = "w"
+) -> Occurrence:
+    """The occurrence of ``schedule`` due at ``at``, dead after one failed attempt.
+
+    Made the way a worker makes one (planned, claimed by ``owner``, dead-lettered with a
+    ``RuntimeError`` saying ``message``), so its attempt and lease columns are real.
+    """
+    # Imported here: the store helpers may build their rows with the factories above.
+    from .storeutil import claim, plan
+
+    plan(schedule, at, now=at)
+    (lease,) = claim(owner, at)
+    store.dead_letter(lease, now=at, error=SafeError("RuntimeError", message))
+    return Occurrence.objects.get(schedule=schedule, scheduled_at=at)

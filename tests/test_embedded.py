@@ -5,9 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from django_jobs.contrib.embedded import prune_dead_owners
 
 
+@pytest.mark.processes
 def test_dead_owner_pids_are_pruned_so_the_last_live_owner_stops_the_server(tmp_path) -> None:
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],

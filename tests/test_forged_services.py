@@ -19,9 +19,8 @@ from django_jobs import services, store
 from django_jobs.exceptions import JobsError
 from django_jobs.models import Attempt, AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.permissions import Forbidden, grant_tenant
-from django_jobs.safe_error import SafeError
 
-from .factories import T0, ScheduleFactory
+from .factories import T0, ScheduleFactory, dead_occurrence
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
@@ -29,17 +28,10 @@ pytestmark = pytest.mark.django_db
 LATER = T0 + timedelta(days=1)
 
 
-def dead_occurrence(schedule: Schedule, at: Any) -> Occurrence:
-    plan(schedule, at, now=at)
-    (lease,) = claim("w", at)
-    store.dead_letter(lease, now=at, error=SafeError("RuntimeError", f"{schedule.tenant} boom"))
-    return Occurrence.objects.get(schedule=schedule, scheduled_at=at)
-
-
 @pytest.fixture
 def acme() -> Schedule:
     schedule = ScheduleFactory.create(tenant="acme", key="billing.nightly")
-    dead_occurrence(schedule, T0)
+    dead_occurrence(schedule, T0, message="acme boom")
     return schedule
 
 
@@ -48,8 +40,8 @@ def globex() -> Schedule:
     """Globex's schedule: two dead occurrences, a Limit keeping one (a purge deletes one)."""
     schedule = ScheduleFactory.create(tenant="globex", key="billing.nightly")
     Limit.objects.create(schedule=schedule, keep_last=1)
-    dead_occurrence(schedule, T0)
-    dead_occurrence(schedule, T0 + timedelta(minutes=1))
+    dead_occurrence(schedule, T0, message="globex boom")
+    dead_occurrence(schedule, T0 + timedelta(minutes=1), message="globex boom")
     return schedule
 
 

@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from django_jobs import store
+from django_jobs.testing import FakeClock, use_clock
 
 pytestmark = pytest.mark.django_db
 
@@ -56,3 +57,23 @@ def test_max_age_and_json(capsys) -> None:
     report = json.loads(capsys.readouterr().out.split("\nhealthy")[0])
     assert report["healthy"] is True
     assert [(r["id"], r["stale"], r["running"]) for r in report["replicas"]] == [("r1", False, 1)]
+
+
+def test_heartbeat_ages_are_measured_on_the_injected_clock(capsys) -> None:
+    t0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    store.heartbeat(
+        "r1",
+        host=socket.gethostname(),
+        pid=1234,
+        started_at=t0,
+        now=t0,
+        state="running",
+        concurrency=2,
+        running=1,
+    )
+    with use_clock(FakeClock(t0 + timedelta(seconds=5))):
+        call_command("jobs", "health", "--max-age", "10")
+    healthy = f"healthy: 1 replica(s) on {socket.gethostname()}"
+    assert capsys.readouterr().out.strip().endswith(healthy)
+    with use_clock(FakeClock(t0 + timedelta(seconds=11))), pytest.raises(CommandError):
+        call_command("jobs", "health", "--max-age", "10")

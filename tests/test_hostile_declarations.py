@@ -224,12 +224,14 @@ HYPOTHESIS = settings(
 )
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(key=keys, tenant=tenants)
 def test_any_key_and_tenant(key: Any, tenant: Any) -> None:
     check(key, tenant=tenant)
 
 
+@pytest.mark.slow
 @HYPOTHESIS
 @given(timing=timing_values)
 def test_any_timing(timing: Any) -> None:

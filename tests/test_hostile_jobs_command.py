@@ -14,14 +14,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.forms.models import model_to_dict
 
-from django_jobs import runbooks, store
+from django_jobs import runbooks
 from django_jobs.models import Attempt, AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
-from django_jobs.safe_error import SafeError
 
 from .conftest import ROOT
-from .factories import T0, ScheduleFactory
-from .storeutil import claim, plan
+from .factories import ScheduleFactory, dead_occurrence
 
 pytestmark = pytest.mark.django_db
 
@@ -44,10 +42,7 @@ def occurrences() -> dict[str, Occurrence]:
         schedule = ScheduleFactory.create(tenant=tenant, key="billing.nightly")
         Limit.objects.create(schedule=schedule, keep_last=5)
         runbooks.write(schedule)
-        plan(schedule, T0, now=T0)
-        (lease,) = claim("w", T0)
-        store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
-        found[tenant] = Occurrence.objects.get(schedule=schedule)
+        found[tenant] = dead_occurrence(schedule)
     return found
 
 
@@ -98,7 +93,7 @@ HOSTILE = [
         "--actor: must not contain NUL",
     ),
     (["list", "--actor", "acme-ops", "--tenant", "ac\x00me"], "--tenant: must not contain NUL"),
-    (["runbooks", "--key", "billing\x00"], "KEY: must not contain NUL"),
+    (["runbooks", "--key", "billing\x00", *ACTOR], "KEY: must not contain NUL"),
     (["disable", *ACME, *ACTOR, "--reason", "r" * 100_000], "--reason: at most 2000 characters"),
     (["disable", *ACME, *ACTOR, "--reason", "why\x00"], "--reason: must not contain NUL"),
     (["disable", *ACME, *ACTOR, "--reason", "   "], "reason: say why"),
@@ -159,6 +154,7 @@ def test_missing_arguments_exit_non_zero(acme_ops, occurrences, args) -> None:
     assert snapshot() == before
 
 
+@pytest.mark.processes
 @pytest.mark.django_db(transaction=True)
 def test_a_real_invocation_exits_non_zero_and_says_why() -> None:
     """``python manage.py jobs`` as an operator runs it: exit code and stderr, not a traceback."""

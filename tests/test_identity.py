@@ -23,6 +23,7 @@ def _identity_in_new_process(tenant: str, key: str, iso: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.processes
 def test_identity_is_the_same_in_two_separate_processes() -> None:
     here = str(occurrence_id("acme", "billing.nightly", INSTANT))
     first = _identity_in_new_process("acme", "billing.nightly", INSTANT.isoformat())

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, time, timedelta
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection
 
-from django_jobs import runbooks, store
+from django_jobs import runbooks
 from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
-from django_jobs.safe_error import SafeError
+from django_jobs.permissions import grant_tenant
+from django_jobs.registry import registry
+from django_jobs.testing import FakeClock, use_clock
 
-from .factories import T0, ScheduleFactory
-from .storeutil import claim, plan
+from .factories import T0, ScheduleFactory, dead_occurrence
 
 pytestmark = pytest.mark.django_db
 
@@ -47,15 +50,12 @@ def test_list_shows_what_the_actor_may_see(ops, nightly) -> None:
 
 
 def test_inspect_a_schedule_and_an_occurrence(ops, nightly) -> None:
-    plan(nightly, T0, now=T0)
-    (lease,) = claim("w", T0)
-    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
+    occurrence = dead_occurrence(nightly)
     report = json.loads(
         jobs("inspect", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--json")
     )
     assert report["schedule"] == "acme/billing.nightly"
     assert [o["state"] for o in report["recent"]] == ["dead"]
-    occurrence = Occurrence.objects.get()
     detail = json.loads(
         jobs(
             "inspect",
@@ -76,10 +76,7 @@ def test_inspect_a_schedule_and_an_occurrence(ops, nightly) -> None:
 def test_replay_disable_enable_run_now_purge_are_audited_with_actor_and_reason(
     ops, nightly
 ) -> None:
-    plan(nightly, T0, now=T0)
-    (lease,) = claim("w", T0)
-    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
-    occurrence = Occurrence.objects.get()
+    occurrence = dead_occurrence(nightly)
     out = json.loads(
         jobs("replay", str(occurrence.pk), "--actor", "ops", "--reason", "fixed", "--json")
     )
@@ -151,8 +148,8 @@ def test_missing_required_arguments_exit_non_zero(ops, nightly) -> None:
         jobs("disable", "billing.nightly", "--actor", "ops")
 
 
-def test_runbooks_export_names_the_exact_interfaces(nightly) -> None:
-    text = jobs("runbooks", "--key", "billing.nightly")
+def test_runbooks_export_names_the_exact_interfaces(ops, nightly) -> None:
+    text = jobs("runbooks", "--key", "billing.nightly", "--actor", "ops")
     assert text.startswith("# Runbooks\n\n## acme/billing.nightly")
     assert "python manage.py jobs disable billing.nightly --tenant acme --actor" in text
     assert (
@@ -164,11 +161,11 @@ def test_runbooks_export_names_the_exact_interfaces(nightly) -> None:
     assert text.count("- Already claimed occurrence:") == 3
 
 
-def test_runbook_of_a_default_tenant_schedule_names_its_bare_key() -> None:
+def test_runbook_of_a_default_tenant_schedule_names_its_bare_key(ops) -> None:
     schedule = ScheduleFactory.create(key="billing.daily", job="billing.heartbeat")
     Limit.objects.create(schedule=schedule, keep_last=5)
     runbooks.write(schedule)
-    text = jobs("runbooks", "--key", "billing.daily")
+    text = jobs("runbooks", "--key", "billing.daily", "--actor", "ops")
     assert "DJANGO_JOBS['PAUSED_SCHEDULES'] = ['billing.daily'] (or ['*'])," in text
     assert "/billing.daily" not in text
 
@@ -183,3 +180,58 @@ def test_every_action_subcommand_prints_json_for_scripts(ops, nightly) -> None:
     assert Occurrence.objects.get(pk=planned["occurrence"]).trigger == "manual"
     purged = json.loads(jobs("purge", "billing.nightly", *base))
     assert purged == {"schedule": "acme/billing.nightly", "deleted": 0}
+
+
+def test_an_action_takes_its_instant_from_the_injected_clock(ops, nightly) -> None:
+    args = ["--tenant", "acme", "--actor", "ops", "--reason", "catch up", "--json"]
+    with use_clock(FakeClock(T0)):
+        planned = json.loads(jobs("run-now", "billing.nightly", *args))
+    assert Occurrence.objects.get(pk=planned["occurrence"]).scheduled_at == T0
+    assert AuditRecord.objects.get(action="run_now").at == T0
+
+
+def test_departures_are_due_by_the_injected_clocks_date() -> None:
+    handler = next(h for h in registry.all() if h.departures)
+    review_by = min(d.review_by for d in handler.departures)
+    noon = datetime.combine(review_by, time(12), tzinfo=UTC)
+    with use_clock(FakeClock(noon)):
+        on_the_day = jobs("departures")
+    with use_clock(FakeClock(noon + timedelta(days=1))):
+        the_day_after = jobs("departures")
+    assert f"REVIEW DUE job {handler.name} (" not in on_the_day
+    assert f"REVIEW DUE job {handler.name} (" in the_day_after
+
+
+def test_runbooks_needs_an_actor(nightly) -> None:
+    with pytest.raises(CommandError, match="--actor"):
+        jobs("runbooks")
+
+
+def test_runbooks_exports_only_the_schedules_the_actor_may_see(nightly) -> None:
+    globex = ScheduleFactory.create(tenant="globex", key="billing.nightly", job="billing.heartbeat")
+    runbooks.write(globex)
+    acme_ops = User.objects.create_user("acme-ops")
+    group = Group.objects.create(name="acme-ops")
+    acme_ops.groups.add(group)
+    grant_tenant(group, "acme", "view")
+    text = jobs("runbooks", "--actor", "acme-ops")
+    assert "## acme/billing.nightly" in text
+    assert "globex" not in text
+    # Naming the other tenant shows nothing rather than its runbooks.
+    assert jobs("runbooks", "--tenant", "globex", "--actor", "acme-ops") == "no schedules\n"
+    User.objects.create_user("nobody")
+    assert jobs("runbooks", "--actor", "nobody") == "no schedules\n"
+
+
+def test_a_database_error_looking_up_an_occurrence_is_not_reported_as_no_occurrence(
+    ops, nightly
+) -> None:
+    occurrence = dead_occurrence(nightly)
+    table = connection.ops.quote_name(Occurrence._meta.db_table)
+    with connection.cursor() as cursor:  # undone with the test's transaction
+        cursor.execute(f"ALTER TABLE {table} RENAME TO django_jobs_occurrence_gone")
+    with pytest.raises(DatabaseError, match="django_jobs_occurrence"):
+        jobs(
+            "inspect", "billing.nightly", "--tenant", "acme", "--occurrence",
+            str(occurrence.pk), "--actor", "ops",
+        )  # fmt: skip

@@ -30,7 +30,7 @@ from .factories import ScheduleFactory
 from .processes import Cluster, Replica
 from .storeutil import plan
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 LEASE = 3  # seconds: JOBS_LEASE_SECONDS of the replicas whose leases matter here
 GRACE = 1  # seconds: JOBS_TIMEOUT_GRACE_SECONDS
@@ -186,7 +186,7 @@ def test_a_store_outage_inside_a_run_is_not_a_failure_and_the_run_is_retried(
     )
     try:
         wait_until(lambda: (tmp_path / "reading-1").exists(), timeout=60, what="attempt 1 to read")
-        cluster.stop()  # attempt 1 reads for 10 s: its next read fails
+        cluster.stop()  # attempt 1 reads until a read fails: its next one
         outage_ends = time.monotonic() + OUTAGE_SECONDS
         replica.wait_logged("store.unavailable", timeout=20)
         # The outage itself lasts a fixed time, longer than a blip: wait for it to pass,

@@ -12,8 +12,12 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from .concurrency import wait_until
 from .processes import Cluster, Replica
+
+pytestmark = pytest.mark.processes
 
 OUTAGE_SECONDS = 30
 

@@ -18,7 +18,7 @@ from django.db import connection
 
 from .processes import ROOT, database_url
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.processes]
 
 
 @pytest.fixture

@@ -253,6 +253,7 @@ CARRIERS: dict[str, Callable[[str, str], str]] = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(
     before=st.text(max_size=30),

@@ -278,6 +278,7 @@ def test_the_project_evaluates_the_instants_this_test_expects() -> None:
     assert PAYROLL.excluded_between(PAY_START, PAY_AFTER) == []
 
 
+@pytest.mark.processes
 def test_a_real_worker_runs_a_berlin_rule_through_both_dst_nights_and_the_easter_holidays(
     tmp_path: Path,
 ) -> None:
@@ -321,6 +322,7 @@ def test_a_real_worker_runs_a_berlin_rule_through_both_dst_nights_and_the_easter
     assert Effect.objects.count() == len(SPRING_RUNS) + len(AUTUMN_RUNS)
 
 
+@pytest.mark.processes
 def test_good_fridays_run_moves_to_the_next_business_day_in_summer_time(tmp_path: Path) -> None:
     fridays = clocked_schedule("rrule.fridays", FRIDAYS, SPRING_START)
     clock = FileClock(tmp_path / "clock", SPRING_START)
@@ -345,6 +347,7 @@ def test_good_fridays_run_moves_to_the_next_business_day_in_summer_time(tmp_path
     ).exists()
 
 
+@pytest.mark.processes
 def test_a_pay_date_on_a_holiday_runs_once_on_the_previous_business_day(tmp_path: Path) -> None:
     # Seven days: when the record is rewound below, the pay run is still on time on 02-16, so
     # a replica planning it again decides to run it (not to skip it as missed).

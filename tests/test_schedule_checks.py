@@ -8,7 +8,7 @@ missing retention Limit.
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.core.checks import run_checks
@@ -17,6 +17,7 @@ from django_jobs import every, runbooks, schedule
 from django_jobs.checks import check_schedule_records
 from django_jobs.declarations import declared
 from django_jobs.models import Limit
+from django_jobs.testing import FakeClock, use_clock
 
 from .factories import ScheduleFactory
 
@@ -139,3 +140,16 @@ def test_hints_say_what_to_do() -> None:
         "behaviour."
     )
     assert message.obj.key == "ghost"
+
+
+def test_e012_is_decided_by_the_injected_clocks_date() -> None:
+    record("pending", status="draft", decider="cfo", decide_by=date(2026, 3, 10))
+    with use_clock(FakeClock(datetime(2026, 3, 10, 23, 59, tzinfo=UTC))):
+        assert db_messages() == []
+    with use_clock(FakeClock(datetime(2026, 3, 11, tzinfo=UTC))):
+        assert db_messages() == [
+            (
+                "django_jobs.E012",
+                "Schedule 'pending' is a draft whose decide-by date 2026-03-10 has passed.",
+            )
+        ]

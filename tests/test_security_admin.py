@@ -14,13 +14,10 @@ from django.forms.models import model_to_dict
 from django.test import Client
 from django.urls import reverse
 
-from django_jobs import store
 from django_jobs.models import Attempt, AuditRecord, Occurrence, Runbook, Schedule
 from django_jobs.permissions import grant_tenant
-from django_jobs.safe_error import SafeError
 
-from .factories import T0
-from .storeutil import claim, plan
+from .factories import T0, dead_occurrence
 from .test_admin import alice, root, schedules  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
@@ -33,11 +30,9 @@ def dead(schedules) -> dict[str, Occurrence]:
     """A dead occurrence of each tenant's schedule, its error carrying markup."""
     found = {}
     for schedule in schedules:
-        plan(schedule, T0, now=T0)
-        (lease,) = claim("w", T0)
-        error = SafeError("RuntimeError", "<script>alert('x')</script> & <b>bold</b>")
-        store.dead_letter(lease, now=T0, error=error)
-        found[schedule.tenant] = Occurrence.objects.get(schedule=schedule)
+        found[schedule.tenant] = dead_occurrence(
+            schedule, message="<script>alert('x')</script> & <b>bold</b>"
+        )
     return found
 
 

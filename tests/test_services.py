@@ -21,10 +21,9 @@ from django_jobs.models import (
     Trigger,
 )
 from django_jobs.permissions import Forbidden, grant_tenant, visible
-from django_jobs.safe_error import SafeError
 from django_jobs.testing import run_due
 
-from .factories import T0, ScheduleFactory
+from .factories import T0, ScheduleFactory, dead_occurrence
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
@@ -75,11 +74,9 @@ def alice() -> User:
 def dead(clock) -> Occurrence:
     """A dead occurrence after one failed attempt."""
     schedule = ScheduleFactory.create(tenant="acme", key="acme.nightly", job="tests.flaky")
-    plan(schedule, T0, now=T0)
-    (lease,) = claim("w", T0)
-    store.dead_letter(lease, now=T0, error=SafeError("RuntimeError", "boom"))
+    occurrence = dead_occurrence(schedule)
     clock.set(T0 + timedelta(minutes=1))
-    return Occurrence.objects.get()
+    return occurrence
 
 
 def test_replay_of_a_dead_occurrence_is_attempt_two_with_the_same_identity(admin, dead, clock):

@@ -12,11 +12,13 @@ from django_jobs import every, store
 from django_jobs.services import upsert_schedule
 from django_jobs.worker.wakeup import Wakeup, conninfo_from_django
 
-from .concurrency import on_own_connection
+from .concurrency import on_own_connection, wait_until
 from .factories import T0, ScheduleFactory, declaration
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+STORM_DRAINS = 25
 
 
 def test_a_notify_from_another_connection_wakes_a_sleeping_worker() -> None:
@@ -74,10 +76,12 @@ def test_a_poke_after_a_storm_of_pokes_still_wakes_the_loop() -> None:
     seen_final = threading.Event()
     final = threading.Event()
     stop_storm = threading.Event()
+    drains: list[None] = []  # one entry per wake-up of the loop
 
     def loop() -> None:
         while not seen_final.is_set():
             wakeup.wait(60)
+            drains.append(None)
             if final.is_set():
                 seen_final.set()
 
@@ -90,8 +94,11 @@ def test_a_poke_after_a_storm_of_pokes_still_wakes_the_loop() -> None:
     waiter.start()
     for poker in pokers:
         poker.start()
-    threading.Event().wait(1.0)  # let the storm run against the waiter's drains
-    stop_storm.set()
+    try:
+        # Each drain during the storm is one chance for the race: give it some two dozen.
+        wait_until(lambda: len(drains) >= STORM_DRAINS, what="the loop to drain during the storm")
+    finally:
+        stop_storm.set()
     for poker in pokers:
         poker.join()
     final.set()

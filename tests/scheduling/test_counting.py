@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -44,6 +45,7 @@ def listed(timing, start: datetime, end: datetime) -> int:
     return total
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(
     expr=st.sampled_from(EXPRESSIONS),
@@ -62,6 +64,7 @@ def test_counting_a_cron_gives_what_listing_gives(expr, zone, skipped, repeated,
     assert timing.count_between(start, start + span) == listed(timing, start, start + span)
 
 
+@pytest.mark.slow
 def test_counting_crosses_a_skipped_calendar_day_and_both_dst_changes_of_a_year() -> None:
     timing = cron("*/10 * * * *", zone="Pacific/Apia", skipped="shift", repeated="both", reason="x")
     start, end = datetime(2011, 1, 1, tzinfo=UTC), datetime(2012, 6, 1, tzinfo=UTC)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -74,6 +75,7 @@ def test_identities_never_repeat(timing, start, length, tenant):
     assert len(set(ids)) == len(ids)
 
 
+@pytest.mark.slow
 @FAST
 @given(timing=timings, start=instants, first=windows, second=windows)
 def test_iter_from_agrees_with_between(timing, start, first, second):
@@ -99,6 +101,7 @@ def _request(timing, last, now, misfire=Misfire.SKIP, pending=()):
     )
 
 
+@pytest.mark.slow
 @FAST
 @given(
     timing=timings,
@@ -113,6 +116,7 @@ def test_planning_twice_from_the_same_recovery_point_gives_the_same_decision(
     assert planner.plan(request) == planner.plan(request)
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(timing=timings, last=instants, steps=st.lists(windows, min_size=2, max_size=5))
 def test_planning_step_by_step_plans_what_one_pass_plans(timing, last, steps):
@@ -134,6 +138,7 @@ def test_planning_step_by_step_plans_what_one_pass_plans(timing, last, steps):
     assert point == (one_pass.last_scheduled_at or last)
 
 
+@pytest.mark.slow
 @FAST
 @given(
     interval=st.integers(1, 7200).map(lambda s: timedelta(seconds=s)),
