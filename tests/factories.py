@@ -1,4 +1,5 @@
-"""Test data: factory-boy factories for rows, and makers of records in a given state."""
+"""Test data: factory-boy factories for rows, makers of records in a given state, and the
+job registry and retention pass that age records the way a replica does."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ import factory.declarations
 import factory.django
 
 from django_jobs import cron, schedule, store
+from django_jobs.conf import get_settings
 from django_jobs.declarations import Declaration
 from django_jobs.models import Occurrence, Schedule, ScheduleStatus
+from django_jobs.registry import Registry
 from django_jobs.safe_error import SafeError
 from django_jobs.scheduling.policies import TimingKind
+from django_jobs.testing import FakeClock
+from django_jobs.worker import retention
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -75,3 +80,17 @@ def dead_occurrence(
     (lease,) = claim(owner, at)
     store.dead_letter(lease, now=at, error=SafeError("RuntimeError", message))
     return Occurrence.objects.get(schedule=schedule, scheduled_at=at)
+
+
+def jobs_with_steps() -> Registry:
+    """``tests.stepped`` records one ``run.once`` step per run, like the example's digest."""
+    jobs = Registry()
+    jobs.register("tests.stepped", lambda run: run.once("send", lambda: None))
+    return jobs
+
+
+def retention_pass(clock: FakeClock) -> retention.RetentionPass:
+    """One pass on the test's connection (nobody else holds the retention lock)."""
+    done = retention.run_pass(replica="test", clock=clock, settings=get_settings())
+    assert done is not None
+    return done

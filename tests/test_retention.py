@@ -36,7 +36,7 @@ from django_jobs.safe_error import SafeError
 from django_jobs.testing import run_due
 from django_jobs.worker import retention
 
-from .factories import T0, ScheduleFactory, declaration
+from .factories import T0, ScheduleFactory, declaration, jobs_with_steps, retention_pass
 from .processes import database_url
 from .storeutil import claim, plan
 
@@ -48,24 +48,10 @@ def root() -> User:
     return User.objects.create_superuser("root", "root@example.com", "x")
 
 
-def jobs_with_steps() -> Registry:
-    """``tests.stepped`` records one ``run.once`` step per run, like the example's digest."""
-    jobs = Registry()
-    jobs.register("tests.stepped", lambda run: run.once("send", lambda: None))
-    return jobs
-
-
 def run_minutes(schedule: Schedule, clock, minutes: int, jobs: Registry) -> None:
     for _ in range(minutes):
         run_due(clock, jobs=jobs)
         clock.advance(timedelta(minutes=1))
-
-
-def retention_pass(clock) -> retention.RetentionPass:
-    """One pass on the test's connection (nobody else holds the retention lock)."""
-    done = retention.run_pass(replica="test", clock=clock, settings=get_settings())
-    assert done is not None
-    return done
 
 
 # --- purge: complete and atomic -----------------------------------------------------------
@@ -276,43 +262,6 @@ def test_a_one_off_limited_by_count_is_kept_one_off_keep_seconds(
     assert retention_pass(clock).removed == 0
     clock.advance(timedelta(minutes=2))
     assert retention_pass(clock).removed == 1
-
-
-def test_a_replayed_retired_one_off_runs_again_and_retires_again(root, clock, registered) -> None:
-    registered("tests.stepped", lambda run: None)
-    clock.set(T0)
-    services.upsert_schedule(
-        declaration("once", job="tests.stepped", timing=at(T0)),
-        actor=root,
-        reason="test",
-        now=T0,
-    )
-    run_due(clock, jobs=jobs_with_steps())
-    retention_pass(clock)
-    occurrence = Occurrence.objects.get()
-    services.replay(occurrence, actor=root, reason="the partner lost it", now=clock.now())
-    schedule = Schedule.objects.get(key="once")
-    assert schedule.status == ScheduleStatus.ACTIVE
-    assert schedule.retired_at is None
-    audit = AuditRecord.objects.get(action="replay")
-    assert (audit.before["schedule_status"], audit.after["schedule_status"]) == (
-        "retired",
-        "active",
-    )
-    assert retention_pass(clock).retired == 0  # replay pending
-    run_due(clock, jobs=jobs_with_steps())
-    assert Attempt.objects.filter(occurrence=occurrence).count() == 2
-    assert retention_pass(clock).retired == 1
-
-
-def test_a_retired_recurring_schedule_refuses_replay(root, clock) -> None:
-    clock.set(T0)
-    schedule = ScheduleFactory.create(job="tests.stepped", next_due_at=T0)
-    run_due(clock, jobs=jobs_with_steps())
-    Schedule.objects.filter(pk=schedule.pk).update(status=ScheduleStatus.RETIRED)
-    with pytest.raises(JobsError, match="is retired: no replica runs its occurrences"):
-        services.replay(Occurrence.objects.get(), actor=root, reason="x", now=clock.now())
-    assert Occurrence.objects.get().state == OccurrenceState.COMPLETED
 
 
 def test_sync_does_not_bring_back_a_consumed_declared_one_off(clock) -> None:

@@ -79,49 +79,6 @@ def dead(clock) -> Occurrence:
     return occurrence
 
 
-def test_replay_of_a_dead_occurrence_is_attempt_two_with_the_same_identity(admin, dead, clock):
-    from django_jobs.registry import Registry
-
-    services.replay(dead, actor=admin, reason="partner API is back", now=clock.now())
-    jobs = Registry()
-    ran: list[tuple[str, int, str]] = []
-    jobs.register(
-        "tests.flaky", lambda run: ran.append((run.occurrence_key, run.attempt, run.trigger))
-    )
-    run_due(clock, jobs=jobs)
-    assert ran == [(str(dead.pk), 2, Trigger.MANUAL)]
-    attempts = list(
-        Attempt.objects.filter(occurrence=dead).values_list("number", "trigger", "outcome")
-    )
-    assert attempts == [(1, "schedule", "failed"), (2, "manual", "succeeded")]
-    audit = AuditRecord.objects.get(action="replay")
-    assert (audit.actor, audit.reason, audit.target_id, audit.tenant) == (
-        "root",
-        "partner API is back",
-        str(dead.pk),
-        "acme",
-    )
-    assert audit.after == {"state": "scheduled", "next_attempt": 2, "trigger": "manual"}
-
-
-def test_replay_needs_a_reason_and_a_finished_occurrence(admin, dead, clock):
-    with pytest.raises(JobsError, match="reason: say why"):
-        services.replay(dead, actor=admin, reason="  ", now=clock.now())
-    services.replay(dead, actor=admin, reason="again", now=clock.now())
-    dead.refresh_from_db()
-    with pytest.raises(JobsError, match="is scheduled: only a dead, failed, skipped"):
-        services.replay(dead, actor=admin, reason="twice", now=clock.now())
-    assert AuditRecord.objects.filter(action="replay").count() == 1
-
-
-def test_without_permission_replay_is_refused_and_nothing_changes(alice, dead, clock):
-    with pytest.raises(Forbidden, match=r"alice may not replay schedule acme/acme\.nightly"):
-        services.replay(dead, actor=alice, reason="let me", now=clock.now())
-    dead.refresh_from_db()
-    assert dead.state == OccurrenceState.DEAD
-    assert not AuditRecord.objects.filter(action="replay").exists()
-
-
 def test_an_object_permission_allows_that_schedule_only(alice, dead, clock):
     other = ScheduleFactory.create(tenant="acme", key="acme.other")
     assign_perm("django_jobs.replay_schedule", alice, dead.schedule)
