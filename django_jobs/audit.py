@@ -24,7 +24,9 @@ from .exceptions import JobsError
 from .models import AuditRecord
 from .validation import printable
 
+# The system's own actors (no user id): the plan pass and automatic retention.
 PLANNER = "django_jobs.planner"
+RETENTION = "django_jobs.retention"
 
 
 @dataclass(frozen=True)

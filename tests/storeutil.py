@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django_jobs import store
-from django_jobs.models import Schedule
+from django_jobs.models import Limit, Schedule
 from django_jobs.store import Lease, PlannedOccurrence
 
 LEASE = timedelta(seconds=30)
@@ -27,5 +27,28 @@ def plan(schedule: Schedule, *instants: datetime, now: datetime) -> list:
     return store.plan(planned(schedule, *instants), now=now)
 
 
-def claim(owner: str, now: datetime, limit: int = 10, **kwargs) -> list[Lease]:
-    return store.claim(owner=owner, now=now, lease_for=LEASE, limit=limit, **kwargs)
+def claim(
+    owner: str, now: datetime, limit: int = 10, *, lease_for: timedelta = LEASE, **kwargs
+) -> list[Lease]:
+    """Take up to ``limit`` due occurrences for ``owner``; their leases, oldest first (see
+    ``store.claim_runs``, which also returns each occurrence's schedule)."""
+    runs = store.claim_runs(owner=owner, now=now, lease_for=lease_for, limit=limit, **kwargs)
+    return [lease for lease, _ in runs]
+
+
+def missed_unstarted(schedule: Schedule, *, now: datetime) -> list[datetime]:
+    """Scheduled instants of ``schedule`` that never started and are now later than its
+    ``max_delay``: what the plan pass hands the misfire policy (``store.planning_context``)."""
+    return store.planning_context([schedule], now=now).missed.get(schedule.pk, [])
+
+
+def purge(*, now: datetime, batch_size: int) -> int:
+    """Delete every schedule's finished occurrences beyond its retention Limit, a batch at a
+    time (``store.purge_batch``), as automatic retention does; the number deleted."""
+    deleted = 0
+    for schedule_id in Limit.objects.order_by("schedule_id").values_list("schedule_id", flat=True):
+        while (count := store.purge_batch(schedule_id, now=now, batch_size=batch_size)) > 0:
+            deleted += count
+            if count < batch_size:
+                break
+    return deleted

@@ -23,6 +23,7 @@ from django_jobs.permissions import grant_tenant
 from django_jobs.worker.planning import plan_due
 
 from .factories import T0, ScheduleFactory
+from .storeutil import claim
 
 pytestmark = pytest.mark.django_db
 
@@ -229,7 +230,7 @@ def test_every_writer_records_the_schedule_and_only_users_have_an_id() -> None:
     root = User.objects.create_superuser("root")
     schedule = ScheduleFactory.create(tenant="acme", next_due_at=T0)
     occurrence = services.run_now(schedule, actor=root, reason="now", now=T0)
-    store.complete(store.claim(owner="w", now=T0, lease_for=timedelta(seconds=30), limit=1), now=T0)
+    store.complete(claim(owner="w", now=T0, lease_for=timedelta(seconds=30), limit=1), now=T0)
     services.replay(occurrence, actor=root, reason="again", now=T0)
     store.record_skip_summary(schedule, now=T0, count=3, first=T0, last=T0)
     one_off = ScheduleFactory.create(tenant="acme", key="once", timing_kind="at", run_at=T0)
@@ -275,6 +276,52 @@ def test_a_misfire_summary_reaches_the_projects_audit_log() -> None:
     assert summary["after"]["first"] == T0.isoformat()
     assert summary["after"]["count"] == 3601 - 6 - 100  # all instants, on time, rows
     assert not AuditRecord.objects.filter(action="misfire.skipped").exists()
+
+
+@override_settings(DJANGO_JOBS={"AUDIT_LOG": "tests.test_audit_trail.project_audit_log"})
+def test_a_retired_one_off_reaches_the_projects_audit_log() -> None:
+    """Regression: retention wrote its ``schedule.retired`` records in SQL, past the one
+    audit writer, so a project that keeps its own audit log never saw them."""
+    PROJECT_LOG.clear()
+    one_off = ScheduleFactory.create(tenant="acme", key="once", timing_kind="at", run_at=T0)
+    store.plan([store.PlannedOccurrence(one_off.pk, "acme", "once", T0)], now=T0)
+    Occurrence.objects.filter(schedule=one_off).update(state="completed")
+    assert store.retire_one_offs(now=T0) == [(one_off.pk, "acme", "once")]
+    [retired] = [r for r in PROJECT_LOG if r["action"] == "schedule.retired"]
+    assert retired == {
+        "at": T0,
+        "actor": "django_jobs.retention",
+        "actor_id": None,
+        "action": "schedule.retired",
+        "tenant": "acme",
+        "schedule_id": one_off.pk,
+        "target_type": "schedule",
+        "target_id": str(one_off.pk),
+        "reason": "a one-off whose occurrence is final",
+        "before": {"status": "active"},
+        "after": {"status": "retired"},
+    }
+    assert not AuditRecord.objects.filter(action="schedule.retired").exists()
+
+
+@override_settings(DJANGO_JOBS={"AUDIT_LOG": "tests.test_audit_trail.project_audit_log"})
+def test_a_removed_one_off_reaches_the_projects_audit_log() -> None:
+    """Regression: retention wrote its ``schedule.removed`` records in SQL, past the one
+    audit writer."""
+    PROJECT_LOG.clear()
+    gone = ScheduleFactory.create(
+        tenant="acme",
+        key="acme.welcome",
+        timing_kind="at",
+        run_at=T0,
+        status=ScheduleStatus.RETIRED,
+        retired_at=T0,
+    )
+    store.remove_retired_one_offs(now=LATER, keep_without_duration=timedelta(days=1), batch_size=1)
+    assert [(r["action"], r["schedule_id"], r["after"]) for r in PROJECT_LOG] == [
+        ("schedule.removed", gone.pk, {"key": "acme.welcome"})
+    ]
+    assert not AuditRecord.objects.exists()
 
 
 def backfill_sql() -> list[str]:

@@ -72,6 +72,7 @@ def summarised(schedule: Schedule) -> int:
     return sum(r.after["count"] for r in records)
 
 
+@pytest.mark.slow
 def test_a_year_long_per_minute_gap_is_planned_in_bounded_passes() -> None:
     """A per-minute cron disabled for a year and enabled again: every missed minute is
     accounted for, over passes that each count at most a month of the gap, in bounded
@@ -111,6 +112,7 @@ def test_a_year_long_per_minute_gap_is_planned_in_bounded_passes() -> None:
     assert year.next_due_at == T0 + timedelta(minutes=1)
 
 
+@pytest.mark.slow
 def test_more_on_time_instants_than_one_pass_plans_are_planned_by_the_next_passes() -> None:
     """Six hours of a per-second schedule, all within its max_delay: 21,600 instants, planned
     10,000 per pass, none lost, none twice."""
@@ -159,6 +161,7 @@ def test_a_hostile_max_catchup_row_is_parked_without_listing_its_instants() -> N
     assert peak < 2 * MiB
 
 
+@pytest.mark.slow
 def test_a_row_claiming_to_be_created_in_1970_is_planned_in_bounded_memory() -> None:
     """A per-second schedule created (says the row) in 1970, replaying its cap: 1.7 billion
     missed instants are counted, not listed."""

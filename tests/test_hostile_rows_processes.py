@@ -17,7 +17,7 @@ from django_jobs.models import AuditRecord, Occurrence, OccurrenceState, Replica
 from .concurrency import wait_until
 from .factories import ScheduleFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 PER_MINUTE = {"timing_kind": "cron", "interval": None, "anchor": None, "cron": "* * * * *"}
 MiB = 1024 * 1024

@@ -72,7 +72,7 @@ def test_lost_attempts_count_and_the_one_that_uses_up_max_attempts_dead_letters(
 def test_an_attempt_claimed_ahead_and_never_started_costs_nothing(clock) -> None:
     schedule = ScheduleFactory.create(max_attempts=1)
     (occurrence_id,) = plan(schedule, T0, now=T0)
-    store.claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
+    claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
     assert outcomes(occurrence_id) == [AttemptOutcome.CLAIMED]
 
     (lease,) = claim("next", T0 + LATER)  # its replica died before a thread took it
@@ -84,7 +84,7 @@ def test_an_attempt_claimed_ahead_and_never_started_costs_nothing(clock) -> None
 def test_a_claimed_ahead_run_counts_once_a_thread_started_it(clock) -> None:
     schedule = ScheduleFactory.create(max_attempts=1)
     (occurrence_id,) = plan(schedule, T0, now=T0)
-    (lease,) = store.claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
+    (lease,) = claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
     store.mark_started(lease, now=T0)
 
     taken = store.claim_runs(owner="next", now=T0 + LATER, lease_for=LEASE, limit=5)

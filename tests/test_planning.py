@@ -19,7 +19,7 @@ LONG_LEASE = timedelta(hours=6)
 
 def hold(owner, now):
     """Claim with a lease that outlasts the test, so nothing is taken over by expiry."""
-    return store.claim(owner=owner, now=now, lease_for=LONG_LEASE, limit=10)
+    return claim(owner=owner, now=now, lease_for=LONG_LEASE, limit=10)
 
 
 pytestmark = pytest.mark.django_db

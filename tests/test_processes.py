@@ -12,15 +12,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState, Schedule
 from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .factories import ScheduleFactory
-from .storeutil import plan
+from .storeutil import claim, plan
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 NOW = datetime.now(UTC)  # the processes use the real clock: plan work that is already due
 
@@ -133,9 +132,7 @@ def test_sigterm_drains_within_the_grace_and_releases_unfinished_work(start, tmp
     )
     assert sorted(outcomes) == [AttemptOutcome.RELEASED] * 2
     # Released, not left to expire: the 60-second leases are gone and others may claim now.
-    taken = store.claim(
-        owner="next", now=datetime.now(UTC), lease_for=timedelta(seconds=60), limit=5
-    )
+    taken = claim(owner="next", now=datetime.now(UTC), lease_for=timedelta(seconds=60), limit=5)
     assert len(taken) == 2
 
 

@@ -14,9 +14,9 @@ from django_jobs.safe_error import SafeError
 
 from .concurrency import wait_until
 from .factories import ScheduleFactory
-from .storeutil import plan
+from .storeutil import claim, plan
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
 
 
 def test_a_serving_fleet_deletes_finished_rows_past_retention_and_nothing_else(start) -> None:
@@ -37,7 +37,7 @@ def test_a_serving_fleet_deletes_finished_rows_past_retention_and_nothing_else(s
     Limit.objects.create(schedule=held, keep_for=timedelta(seconds=1))
     old = [now - timedelta(days=d) for d in (3, 2, 1)]
     plan(held, *old, now=now)
-    processing, waiting = store.claim(owner="ghost", now=now, lease_for=timedelta(hours=1), limit=2)
+    processing, waiting = claim(owner="ghost", now=now, lease_for=timedelta(hours=1), limit=2)
     store.fail(waiting, now=now, error=SafeError("E", "later"), retry_at=now + timedelta(days=9))
     Schedule.objects.filter(pk=held.pk).update(enabled=False, disabled_reason="held for test")
     before = Counter(Occurrence.objects.filter(schedule=held).values_list("state", flat=True))

@@ -23,7 +23,7 @@ from django_jobs.safe_error import SafeError
 from django_jobs.store import PlannedOccurrence
 
 from .factories import T0, ScheduleFactory
-from .storeutil import LEASE, claim, plan
+from .storeutil import LEASE, claim, missed_unstarted, plan, purge
 
 pytestmark = pytest.mark.django_db
 
@@ -245,7 +245,7 @@ def test_work_released_after_its_max_delay_is_resumed_not_left_for_the_misfire_p
     (lease,) = claim("draining", T0)
     later = T0 + timedelta(minutes=5)
     store.release([lease], now=later)
-    assert store.missed_unstarted(schedule, now=later) == []
+    assert missed_unstarted(schedule, now=later) == []
     (resumed,) = claim("other", later)
     assert (resumed.occurrence_id, resumed.attempt) == (lease.occurrence_id, 2)
 
@@ -255,7 +255,7 @@ def test_a_never_started_run_past_its_max_delay_still_waits_for_the_misfire_plan
     plan(schedule, T0, now=T0)
     later = T0 + timedelta(minutes=5)
     assert claim("late", later) == []
-    assert store.missed_unstarted(schedule, now=later) == [T0]
+    assert missed_unstarted(schedule, now=later) == [T0]
 
 
 def test_renew_extends_the_lease_and_keeps_it_from_being_taken() -> None:
@@ -288,7 +288,7 @@ def test_purge_removes_finished_occurrences_older_than_keep_for() -> None:
     days = [T0 + timedelta(days=d) for d in range(5)]
     _finished(schedule, *days)
     plan(schedule, T0 - timedelta(days=30), now=T0)  # old but never run: must stay
-    deleted = store.purge(now=T0 + timedelta(days=5), batch_size=2)
+    deleted = purge(now=T0 + timedelta(days=5), batch_size=2)
     assert deleted == 3
     remaining = sorted(Occurrence.objects.values_list("scheduled_at", flat=True))
     assert remaining == [T0 - timedelta(days=30), days[3], days[4]]
@@ -302,7 +302,7 @@ def test_purge_keeps_the_newest_keep_last() -> None:
     instants = [T0 + timedelta(minutes=m) for m in range(6)]
     _finished(schedule, *instants)
     _finished(other, *instants)  # no Limit: untouched
-    assert store.purge(now=T0 + timedelta(days=1), batch_size=100) == 4
+    assert purge(now=T0 + timedelta(days=1), batch_size=100) == 4
     kept = sorted(
         Occurrence.objects.filter(schedule=schedule).values_list("scheduled_at", flat=True)
     )

@@ -62,7 +62,7 @@ def _claim_latency(due: int, samples: int) -> list[float]:
     for _ in range(samples):
         with transaction.atomic():
             started = time.perf_counter()
-            store.claim(
+            store.claim_runs(
                 owner="bench", now=datetime.now(UTC), lease_for=timedelta(seconds=30), limit=due
             )
             times.append(time.perf_counter() - started)

@@ -136,7 +136,7 @@ def _plan_replay(
     """Create the occurrence of a planned instant that has no row, as its replay."""
     # Planned without moving the recovery point: the planner's own instants between it and
     # ``at`` are still planned (this one again is a no-op: same identity).
-    store.plan([planned], now=now, advance=[])
+    store.insert_occurrences([planned], now=now)
     _record_replay(
         schedule,
         planned.id,

@@ -1,8 +1,10 @@
 """The occurrence and lease store: the only code that writes occurrence and lease state.
 
-One function per operation, each one SQL statement (one round trip). Every instant comes from
-the caller's clock as a parameter; nothing here compares with PostgreSQL's ``now()``, which is
-frozen for the length of a transaction.
+One function per operation, each one SQL statement (one round trip), but for the claim: it
+is two statements in a transaction, three inside a caller's, because the planner settings it
+needs must be in force before its statement is planned (``claim_runs`` says why and how).
+Every instant comes from the caller's clock as a parameter; nothing here compares with
+PostgreSQL's ``now()``, which is frozen for the length of a transaction.
 
 Fencing: every claim of an occurrence increments its ``fencing_token``. Every write that ends
 or extends a claim names the token it holds and changes nothing unless that token is still the
@@ -12,37 +14,45 @@ occurrence's current one and the owner matches. A refused write is recorded on i
 Each function runs on Django's default connection inside whatever transaction the caller holds
 (autocommit otherwise), so a service can combine a store write with its audit record.
 
-The package is laid out by concern; each module's docstring says what it owns. Callers
+The package is laid out by concern; each module's docstring says what it owns, and its
+statements are named queries in ``sql/<concern>.sql`` (``_sql.load_queries``). Callers
 use the operations through this package (``store.claim_runs``), never a module of it.
 """
 
 from __future__ import annotations
 
 from ._sql import TENANT_MISMATCH, WORKER_LOST
-from .claims import RUN_FIELDS, claim, claim_runs
+from .claims import RUN_FIELDS, claim_runs
 from .clock import database_clock, measure_clock_offset
 from .completion import complete, dead_letter, excuse_outage, fail, release
 from .leases import hold, mark_started, renew
 from .operator import cancel_running, replay
 from .planning import (
+    Advance,
+    MissedSummary,
+    Parked,
+    PlanBatch,
     PlanningContext,
-    advance_schedule,
+    PlanWrite,
+    Unreadable,
+    insert_occurrences,
     lock_for_sync,
     lock_schedules_to_plan,
-    mark_missed,
-    missed_unstarted,
     park,
     park_unplannable,
     park_unreadable,
     plan,
     planning_context,
+    read_plan_batch,
     record_skip_summary,
+    write_plan,
 )
 from .records import Claimed, Lease, PlannedOccurrence, WriteResult
 from .replicas import CHANNEL, heartbeat, next_schedule_due, next_wakeup, notify
 from .retention import (
+    Consumed,
+    ScheduleName,
     consumed_one_offs,
-    purge,
     purge_batch,
     record_retention,
     release_retention_lock,
@@ -58,14 +68,20 @@ __all__ = [
     "RUN_FIELDS",
     "TENANT_MISMATCH",
     "WORKER_LOST",
+    "Advance",
     "Claimed",
+    "Consumed",
     "Lease",
+    "MissedSummary",
+    "Parked",
+    "PlanBatch",
+    "PlanWrite",
     "PlannedOccurrence",
     "PlanningContext",
+    "ScheduleName",
+    "Unreadable",
     "WriteResult",
-    "advance_schedule",
     "cancel_running",
-    "claim",
     "claim_runs",
     "complete",
     "consumed_one_offs",
@@ -75,12 +91,11 @@ __all__ = [
     "fail",
     "heartbeat",
     "hold",
+    "insert_occurrences",
     "lock_for_sync",
     "lock_schedules_to_plan",
-    "mark_missed",
     "mark_started",
     "measure_clock_offset",
-    "missed_unstarted",
     "next_schedule_due",
     "next_wakeup",
     "notify",
@@ -89,8 +104,8 @@ __all__ = [
     "park_unreadable",
     "plan",
     "planning_context",
-    "purge",
     "purge_batch",
+    "read_plan_batch",
     "record_retention",
     "record_skip_summary",
     "record_step",
@@ -103,4 +118,5 @@ __all__ = [
     "schedules_with_limits",
     "step_done",
     "try_retention_lock",
+    "write_plan",
 ]

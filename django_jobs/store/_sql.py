@@ -1,12 +1,13 @@
-"""Shared SQL building blocks of the store: table names, row helpers and the guards several
-statements share.
+"""Shared SQL building blocks of the store: table names, the values statements bind, the
+loader of the named queries in ``sql/``, row helpers and the guards several statements share.
 """
 
 from __future__ import annotations
 
 import re
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +26,18 @@ from ..models import (
     Occurrence,
     OccurrenceState,
     Origin,
+    Replica,
+    RetentionState,
     Runbook,
     Schedule,
     ScheduleStatus,
     Step,
     Trigger,
 )
-from ..scheduling.policies import TimingKind
+from ..scheduling.policies import Overlap, TimingKind
 
 # Table names come from the models' ``_meta``: a statement names ``{occurrence}``, never the
-# table itself. (The short constants are kept for statements not yet moved to sql/.)
+# table itself.
 _MODELS = {
     "occurrence": Occurrence,
     "attempt": Attempt,
@@ -44,17 +47,10 @@ _MODELS = {
     "runbook": Runbook,
     "audit": AuditRecord,
     "consumed": ConsumedOneOff,
+    "replica": Replica,
+    "retention_state": RetentionState,
 }
 TABLES = {name: model._meta.db_table for name, model in _MODELS.items()}
-OCC, ATT, SCH, LIM = TABLES["occurrence"], TABLES["attempt"], TABLES["schedule"], TABLES["limit"]
-STEP, RUNBOOK, AUDIT, CONSUMED = (
-    TABLES["step"],
-    TABLES["runbook"],
-    TABLES["audit"],
-    TABLES["consumed"],
-)
-
-_TERMINAL = tuple(str(state) for state in TERMINAL_STATES)
 
 # ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
 WORKER_LOST = "WorkerLost"
@@ -72,7 +68,8 @@ VALUES: dict[str, Any] = {
     **{f"trigger_{t.value}": t.value for t in Trigger},
     **{f"origin_{o.value}": o.value for o in Origin},
     **{f"timing_{k.value}": k.value for k in TimingKind},
-    "terminal": list(_TERMINAL),
+    **{f"overlap_{p.value}": p.value for p in Overlap},
+    "terminal": [str(state) for state in TERMINAL_STATES],
     "claimable": [str(state) for state in CLAIMABLE_STATES],
     "one_off": [TimingKind.AT.value, TimingKind.AFTER.value],
     "worker_lost": WORKER_LOST,
@@ -87,16 +84,19 @@ def load_queries(concern: str, **fragments: str) -> dict[str, str]:
 
     Tables are written ``{occurrence}``, ``{schedule}``... and filled in from the models'
     ``_meta`` (quoted with ``psycopg.sql.Identifier``); ``fragments`` fill other ``{name}``
-    placeholders with SQL the caller composed (guards shared by several statements). Literal
-    braces in a statement are doubled, as with ``str.format``.
+    placeholders with SQL the caller composed (guards shared by several statements). A
+    placeholder naming a query earlier in the file is filled with that query, so a statement
+    another one embeds is written once. Literal braces in a statement are doubled, as with
+    ``str.format``.
     """
     text = (SQL_DIR / f"{concern}.sql").read_text()
     tables = {name: sql.Identifier(table) for name, table in TABLES.items()}
     parts = {name: sql.SQL(fragment) for name, fragment in fragments.items()}
-    queries = {}
+    queries: dict[str, str] = {}
     for block in re.split(r"^-- name: ", text, flags=re.MULTILINE)[1:]:
         name, _, body = block.partition("\n")
-        composed = sql.SQL(body.strip()).format(**tables, **parts)
+        earlier = {query: sql.SQL(composed) for query, composed in queries.items()}
+        composed = sql.SQL(body.strip()).format(**tables, **earlier, **parts)
         queries[name.strip()] = composed.as_string(None)
     return queries
 
@@ -112,17 +112,39 @@ def _named_rows(query: str, params: dict[str, Any]) -> list[Any]:
     """Rows as named tuples, their fields named by the statement's column names."""
     with connection.cursor() as cursor:
         cursor.execute(query, {**VALUES, **params})
-        row = namedtuple("row", [column.name for column in cursor.description])  # type: ignore[misc]
+        row = _row_type(tuple(column.name for column in cursor.description))
         return [row(*values) for values in cursor.fetchall()]
+
+
+@cache
+def _row_type(columns: tuple[str, ...]) -> Any:
+    """The named tuple of rows with these columns: made once, not per statement run."""
+    return namedtuple("row", columns)
+
+
+def _one_of(values: Iterable[str]) -> str:
+    """SQL: the placeholders of ``values`` (each bound from ``VALUES``), for ``IN (...)``.
+
+    Bound one by one, the server sees the list of literals the partial indexes' predicates
+    name (``state IN ('scheduled', ...)``), as when the states were typed into the statement.
+    """
+    return sql.SQL(", ").join(sql.Placeholder(str(value)) for value in values).as_string(None)
+
+
+# The claimable states, for ``state IN ({claimable_states})``.
+CLAIMABLE_IN = _one_of(CLAIMABLE_STATES)
 
 
 def _not_paused(tenant: str, key: str) -> str:
     """SQL: the schedule is not named by the kill switch ``%(excluded)s`` (conf.py): a bare
     key in any tenant, ``'<tenant>/<key>'`` or ``'<tenant>/*'``. (``"*"`` is the caller's:
     nothing is planned or claimed then.)"""
-    return f"""NOT ({key} = ANY(%(excluded)s::text[])
+    guard = sql.SQL(
+        """NOT ({key} = ANY(%(excluded)s::text[])
                 OR {tenant} || '/' || {key} = ANY(%(excluded)s::text[])
                 OR {tenant} || '/*' = ANY(%(excluded)s::text[]))"""
+    )
+    return guard.format(tenant=sql.SQL(tenant), key=sql.SQL(key)).as_string(None)
 
 
 # Values PostgreSQL stores and Python cannot hold, so psycopg refuses to load them: an interval
@@ -133,17 +155,18 @@ def _not_paused(tenant: str, key: str) -> str:
 # Under a billion days: psycopg loads up to 999,999,999 days, counting a year as 365 days where
 # extract(epoch ...) counts 365.25, so this bound never admits what psycopg refuses.
 _PY_SECONDS = 86_400_000_000_000
+_LOADABLE = {
+    "interval": "({column} IS NULL OR abs(extract(epoch FROM {column})) < {seconds})",
+    "timestamptz": "({column} IS NULL OR {column} BETWEEN "
+    "'0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00')",
+    "date": "({column} IS NULL OR {column} BETWEEN '0001-01-01' AND '9999-12-31')",
+}
 
 
 def _loadable(column: str, kind: str) -> str:
     """SQL: ``column`` (of type ``kind``: interval, timestamptz or date) is NULL or loadable."""
-    if kind == "interval":
-        return f"({column} IS NULL OR abs(extract(epoch FROM {column})) < {_PY_SECONDS})"
-    if kind == "timestamptz":
-        bounds = "'0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
-    else:
-        bounds = "'0001-01-01' AND '9999-12-31'"
-    return f"({column} IS NULL OR {column} BETWEEN {bounds})"
+    guard = sql.SQL(_LOADABLE.get(kind, _LOADABLE["date"]))
+    return guard.format(column=sql.SQL(column), seconds=sql.Literal(_PY_SECONDS)).as_string(None)
 
 
 def _sql_kind(field: Any) -> str | None:
@@ -171,28 +194,14 @@ _RUN_VALUES = [
 def _capped(max_delay: str) -> str:
     """SQL: ``max_delay`` within 0 and 100,000 days, so that an instant minus it never leaves
     the calendar (a row's value may be anything): a longer one never makes a run missed."""
-    return f"GREATEST(LEAST({max_delay}, interval '100000 days'), interval '0')"
+    capped = sql.SQL("GREATEST(LEAST({max_delay}, interval '100000 days'), interval '0')")
+    return capped.format(max_delay=sql.SQL(max_delay)).as_string(None)
 
 
 def _all_loadable(alias: str, values: Sequence[tuple[str, str]]) -> str:
-    return " AND ".join(_loadable(f"{alias}.{c}", k) for c, k in values)
-
-
-# The costs of disabled plan types would also push the statement past ``jit_above_cost``,
-# and compiling it takes half a second: JIT goes off with them.
-_ORDERED_WALK = ("enable_sort", "enable_bitmapscan", "enable_seqscan", "jit")
-
-
-def _walk_the_due_index() -> list[str]:
-    """Turn off, for the rest of the transaction, the plans that read every due row; return
-    the settings they had (the target list is evaluated left to right)."""
-    reads = ", ".join(f"current_setting('{name}')" for name in _ORDERED_WALK)
-    sets = ", ".join(f"set_config('{name}', 'off', true)" for name in _ORDERED_WALK)
-    return list(_rows(f"SELECT {reads}, {sets}", {})[0][: len(_ORDERED_WALK)])
-
-
-def _restore_planner(previous: list[str]) -> None:
-    sets = ", ".join(
-        f"set_config('{name}', %(p{n})s, true)" for n, name in enumerate(_ORDERED_WALK)
+    """SQL: every column of ``values`` (``(column, kind)``, see ``_loadable``) of the row
+    ``alias`` is NULL or loadable."""
+    guards = (
+        _loadable(sql.Identifier(alias, column).as_string(None), kind) for column, kind in values
     )
-    _rows(f"SELECT {sets}", {f"p{n}": value for n, value in enumerate(previous)})
+    return " AND ".join(guards)

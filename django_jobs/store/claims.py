@@ -6,25 +6,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
+from psycopg import sql
 
 from ..clock import ensure_aware_utc
 from ..models import Schedule
 from ._sql import (
     _RUN_VALUES,
-    ATT,
-    OCC,
-    SCH,
+    CLAIMABLE_IN,
     TENANT_MISMATCH,
-    WORKER_LOST,
     _all_loadable,
     _capped,
     _loadable,
     _named_rows,
     _not_paused,
-    _restore_planner,
-    _walk_the_due_index,
+    _rows,
+    load_queries,
 )
 from .records import Claimed, Lease
 
@@ -38,30 +37,29 @@ RUN_FIELDS = tuple(
 )
 
 
-def claim(
-    *,
-    owner: str,
-    now: datetime,
-    lease_for: timedelta,
-    limit: int,
-    tenant: str | None = None,
-    exclude_keys: Sequence[str] = (),
-    start_now: int | None = None,
-) -> list[Lease]:
-    """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first.
-
-    See ``claim_runs``, which also returns each occurrence's schedule.
-    """
-    runs = claim_runs(
-        owner=owner,
-        now=now,
-        lease_for=lease_for,
-        limit=limit,
-        tenant=tenant,
-        exclude_keys=exclude_keys,
-        start_now=start_now,
+def _run_fields(*, loaded: bool) -> str:
+    """SQL: the ``RUN_FIELDS`` of the claimed row's schedule ``s``, each as ``s_<field>``; or,
+    for the rows with nothing to run, as many NULLs."""
+    if not loaded:
+        return sql.SQL(", ").join(sql.SQL("NULL") for _ in RUN_FIELDS).as_string(None)
+    fields = (
+        sql.SQL("{} AS {}").format(sql.Identifier("s", name), sql.Identifier(f"s_{name}"))
+        for name in RUN_FIELDS
     )
-    return [lease for lease, _ in runs]
+    return sql.SQL(", ").join(fields).as_string(None)
+
+
+QUERIES = load_queries(
+    "claims",
+    claimable_states=CLAIMABLE_IN,
+    run_values_loadable=_all_loadable("s", _RUN_VALUES),
+    due_at_loadable=_loadable("o.due_at", "timestamptz"),
+    scheduled_at_loadable=_loadable("o.scheduled_at", "timestamptz"),
+    not_paused=_not_paused("s.tenant", "s.key"),
+    capped_max_delay=_capped("s.max_delay"),
+    run_fields=_run_fields(loaded=True),
+    no_run_fields=_run_fields(loaded=False),
+)
 
 
 def claim_runs(
@@ -80,7 +78,7 @@ def claim_runs(
     Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
     lease that expired at or before ``now``. The first ``start_now`` (default: all) start at
     once; the rest are claimed ahead of a free run thread, their Attempts ``claimed`` until
-    ``mark_started``. Steps, in one statement:
+    ``mark_started``. Steps, in one statement (``claim`` in sql/claims.sql):
 
     1. pick due rows of enabled, active schedules ``FOR UPDATE SKIP LOCKED``, so concurrent
        claimers never wait for, nor take, each other's rows;
@@ -94,6 +92,12 @@ def claim_runs(
     6. advance the schedules' ``last_started_at``, and for overlap ``skip``/``queue``
        schedules record the claimed occurrence as the one running.
 
+    Not one statement alone, though: in its transaction a statement before it turns off the
+    plan types that read every due row (``_walk_the_due_index``) and, inside a caller's
+    transaction, one after it gives them back: a claim is two statements, or three. The
+    settings cannot ride in the claim: they must hold when it is planned, and a
+    ``set_config`` in it would run only when it executes.
+
     A missed scheduled run is left for the planner's misfire decision, and a schedule whose
     overlap policy is not ``allow`` gets at most one processing occurrence. An occurrence
     whose tenant is not its schedule's (a row written behind the store's back) is never run:
@@ -101,196 +105,82 @@ def claim_runs(
     """
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
-    sql = f"""
-        WITH due AS (
-            SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
-                   o.tenant <> s.tenant AS forged,
-                   -- A lapsed lease whose attempt had started: a lost attempt.
-                   CASE WHEN o.state = 'processing' THEN EXISTS (
-                       SELECT 1 FROM {ATT} a WHERE a.occurrence_id = o.id
-                         AND a.fencing_token = o.fencing_token AND a.outcome = 'running')
-                   ELSE false END AS lapsed
-            FROM {OCC} o
-            -- A lateral lookup the planner cannot turn into a hash join: the claim walks the
-            -- due index in order and stops after ``limit`` rows, however many are due and
-            -- however stale the table's statistics (a burst has just inserted them).
-            CROSS JOIN LATERAL (
-                SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts,
-                       timeout, backoff, max_backoff
-                FROM {SCH}
-                WHERE id = o.schedule_id OFFSET 0
-            ) s
-            WHERE o.state IN ('scheduled', 'failed', 'processing')
-              AND o.due_at <= %(now)s
-              AND s.enabled AND s.status = 'active'
-              -- Values a claim could not load (see _loadable): never claimed.
-              AND {_all_loadable("s", _RUN_VALUES)}
-              AND {_loadable("o.due_at", "timestamptz")}
-              AND {_loadable("o.scheduled_at", "timestamptz")}
-              AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
-              -- The kill switch, by the schedule's tenant and key.
-              AND {_not_paused("s.tenant", "s.key")}
-              -- A run missed before it ever started waits for the planner to apply the
-              -- misfire policy. One that started and was released on shutdown is resumed.
-              -- (A forged one is refused all the same: no planner decides it.)
-              AND (o.tenant <> s.tenant
-                   OR NOT (o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
-                           AND o.scheduled_at < %(now)s - {_capped("s.max_delay")}))
-              -- Overlap skip/queue: one processing occurrence per schedule at a time. The
-              -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
-              -- its latest version, so two claimers can never both start a run of it.
-              AND (s.overlap = 'allow' OR EXISTS (
-                    SELECT 1 FROM {SCH} g
-                    WHERE g.id = s.id
-                      AND (g.running_occurrence IS NULL OR g.running_occurrence = o.id
-                           OR NOT EXISTS (SELECT 1 FROM {OCC} r
-                                          WHERE r.id = g.running_occurrence
-                                            AND r.state = 'processing'))
-                    FOR NO KEY UPDATE SKIP LOCKED))
-            ORDER BY o.due_at
-            LIMIT %(limit)s
-            FOR UPDATE OF o SKIP LOCKED
-        ),
-        picked AS (
-            SELECT ranked.*, row_number() OVER (ORDER BY due_at, id) AS place FROM (
-                SELECT due.*, row_number() OVER (
-                    PARTITION BY schedule_id ORDER BY due_at, id) AS nth
-                FROM due
-            ) ranked
-            WHERE overlap = 'allow' OR nth = 1
-        ),
-        -- An occurrence whose tenant is not its schedule's was written behind the store's
-        -- back: never run under either tenant's name; dead, saying why.
-        forged AS (
-            UPDATE {OCC} o SET
-                state = 'dead', finished_at = %(now)s, lease_owner = '',
-                lease_expires_at = NULL, last_error_type = '{TENANT_MISMATCH}',
-                last_error_message = 'refused: the occurrence names tenant '
-                    || quote_literal(o.tenant) || ' but its schedule belongs to tenant '
-                    || quote_literal(s.tenant)
-                    || '; it was not written by django_jobs and is not run'
-            FROM picked p, {SCH} s
-            WHERE o.id = p.id AND p.forged AND s.id = p.schedule_id
-            RETURNING o.id
-        ),
-        exhausted AS (
-            UPDATE {OCC} o SET
-                state = 'dead', finished_at = %(now)s, failures = o.failures + 1,
-                lease_owner = '', lease_expires_at = NULL,
-                last_error_type = '{WORKER_LOST}',
-                last_error_message = 'attempt ' || o.attempts || ' ended without an outcome: '
-                    || 'the worker running it stopped (killed, crashed, or paused or cut off '
-                    || 'past its lease) before recording one; that used up max_attempts ('
-                    || p.max_attempts || '), so it is not run again'
-            FROM picked p
-            WHERE o.id = p.id AND NOT p.forged AND p.lapsed AND o.failures + 1 >= p.max_attempts
-            RETURNING o.id
-        ),
-        claimed AS (
-            UPDATE {OCC} o SET
-                state = 'processing',
-                lease_owner = %(owner)s,
-                lease_expires_at = %(expires)s,
-                due_at = %(expires)s,
-                fencing_token = o.fencing_token + 1,
-                attempts = o.attempts + 1,
-                failures = o.failures + picked.lapsed::int,
-                started_at = %(now)s
-            FROM picked
-            WHERE o.id = picked.id AND NOT picked.forged
-              AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
-            RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
-                      o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
-                      picked.overlap, picked.place
-        ),
-        guarded AS (
-            -- Rows locked by ``due``: no waiting here.
-            UPDATE {SCH} s SET
-                running_occurrence = c.id,
-                last_started_at = GREATEST(s.last_started_at, %(now)s)
-            FROM claimed c
-            WHERE s.id = c.schedule_id AND c.overlap <> 'allow'
-        ),
-        -- Schedules that allow overlap are not locked by ``due``: their recovery point
-        -- advances with SKIP LOCKED, so statements that each advance several schedules can
-        -- never deadlock. A row locked at that moment is being advanced by another
-        -- transaction to an instant a moment apart; the exact instants stay on the
-        -- occurrence rows.
-        progress AS (
-            UPDATE {SCH} s SET last_started_at = %(now)s
-            WHERE s.id IN (
-                SELECT id FROM {SCH}
-                WHERE id IN (SELECT schedule_id FROM claimed WHERE overlap = 'allow')
-                  AND (last_started_at IS NULL OR last_started_at < %(now)s)
-                FOR NO KEY UPDATE SKIP LOCKED
-            )
-        ),
-        lost AS (
-            UPDATE {ATT} a SET finished_at = %(now)s,
-                outcome = CASE WHEN a.outcome = 'claimed' THEN 'unstarted' ELSE 'lease_lost' END
-            FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted
-                  UNION ALL SELECT id FROM forged) c
-            WHERE a.occurrence_id = c.id AND a.outcome IN ('running', 'claimed')
-        ),
-        new_attempts AS (
-            INSERT INTO {ATT} (occurrence_id, number, fencing_token, replica, trigger,
-                               started_at, outcome, error_type, error_message)
-            SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s,
-                   CASE WHEN %(start_now)s::int IS NULL OR place <= %(start_now)s::int
-                        THEN 'running' ELSE 'claimed' END, '', ''
-            FROM claimed
-        )
-        SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
-               c.attempts, c.trigger, c.failures, c.was_due,
-               {", ".join(f"s.{name} AS s_{name}" for name in RUN_FIELDS)}
-        FROM claimed c JOIN {SCH} s ON s.id = c.schedule_id
-        UNION ALL
-        -- The occurrences a lost attempt dead-lettered, and forged ones: nothing to run.
-        -- (Which of the two, in the trigger column.)
-        SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL,
-               {", ".join("NULL" for _ in RUN_FIELDS)}
-        FROM (SELECT id, '{WORKER_LOST}' AS why FROM exhausted
-              UNION ALL SELECT id, '{TENANT_MISMATCH}' FROM forged) ended
-        ORDER BY was_due NULLS LAST, id
-    """
+    params = {
+        "now": now,
+        "expires": expires,
+        "owner": owner,
+        "start_now": start_now,
+        "limit": limit,
+        "tenant": tenant,
+        "excluded": list(exclude_keys),
+    }
+    return _claimed(_take_due(params), owner=owner, expires=expires)
+
+
+def _take_due(params: dict[str, Any]) -> list[Any]:
+    """Run the claim statement with the due index walked in order; its rows."""
     with transaction.atomic():
-        # The due index walked in order, whatever the statistics say: right after a burst was
-        # planned they still describe a near-empty table, and the planner would sort every
-        # due row to return the first ``limit``. Settings local to this transaction.
+        # Whatever the statistics say: right after a burst was planned they still describe a
+        # near-empty table, and the planner would sort every due row to return the first
+        # ``limit``. Settings local to this transaction.
         previous = _walk_the_due_index()
-        rows = _named_rows(
-            sql,
-            {
-                "now": now,
-                "expires": expires,
-                "owner": owner,
-                "start_now": start_now,
-                "limit": limit,
-                "tenant": tenant,
-                "excluded": list(exclude_keys),
-            },
-        )
+        rows = _named_rows(QUERIES["claim"], params)
         if len(connection.atomic_blocks) > 1:
             _restore_planner(previous)  # inside a caller's transaction: give them back
+    return rows
+
+
+class _Planner(NamedTuple):
+    """The planner settings a claim turns off, as they were before."""
+
+    enable_sort: str
+    enable_bitmapscan: str
+    enable_seqscan: str
+    jit: str
+
+
+def _walk_the_due_index() -> _Planner:
+    """Turn off, for the rest of the transaction, the plans that read every due row; return
+    the settings they had."""
+    (row,) = _named_rows(QUERIES["walk_the_due_index"], {})
+    return _Planner(**{name: getattr(row, name) for name in _Planner._fields})
+
+
+def _restore_planner(previous: _Planner) -> None:
+    """Give back the planner settings ``_walk_the_due_index`` found."""
+    _rows(QUERIES["restore_planner"], previous._asdict())
+
+
+def _claimed(rows: list[Any], *, owner: str, expires: datetime) -> Claimed:
+    """The claim's rows as runs to start, and the occurrences it ended instead: dead after a
+    lost attempt, or forged (the ``trigger`` column says which)."""
     claimed = Claimed()
-    for r in rows:
-        if r.token is None:
-            (claimed.forged if r.trigger == TENANT_MISMATCH else claimed.dead).append(r.id)
-            continue
-        lease = Lease(
-            occurrence_id=r.id,
-            token=r.token,
-            owner=owner,
-            expires_at=expires,
-            schedule_id=r.schedule_id,
-            tenant=r.tenant,
-            scheduled_at=r.scheduled_at.astimezone(UTC),
-            attempt=r.attempts,
-            trigger=r.trigger,
-            failures=r.failures,
-        )
-        # The fields a run needs, read with the claim; any other field loads on access.
-        values = [getattr(r, f"s_{name}") for name in RUN_FIELDS]
-        schedule = Schedule.from_db(connection.alias, ["id", *RUN_FIELDS], [r.schedule_id, *values])
-        claimed.runs.append((lease, schedule))
+    for row in rows:
+        if row.token is None:
+            (claimed.forged if row.trigger == TENANT_MISMATCH else claimed.dead).append(row.id)
+        else:
+            claimed.runs.append((_lease(row, owner=owner, expires=expires), _schedule(row)))
     return claimed
+
+
+def _lease(row: Any, *, owner: str, expires: datetime) -> Lease:
+    """The lease a claim row stands for."""
+    return Lease(
+        occurrence_id=row.id,
+        token=row.token,
+        owner=owner,
+        expires_at=expires,
+        schedule_id=row.schedule_id,
+        tenant=row.tenant,
+        scheduled_at=row.scheduled_at.astimezone(UTC),
+        attempt=row.attempts,
+        trigger=row.trigger,
+        failures=row.failures,
+    )
+
+
+def _schedule(row: Any) -> Schedule:
+    """The claimed occurrence's schedule with the fields a run needs, read with the claim; any
+    other field loads on access."""
+    values = [getattr(row, f"s_{name}") for name in RUN_FIELDS]
+    return Schedule.from_db(connection.alias, ["id", *RUN_FIELDS], [row.schedule_id, *values])

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from ..clock import ensure_aware_utc
-from ._sql import _rows
+from ._sql import _named_rows, load_queries
+
+QUERIES = load_queries("clock")
 
 
 def measure_clock_offset(local_now: datetime, local_after: datetime, db_now: datetime) -> timedelta:
@@ -20,4 +22,5 @@ def measure_clock_offset(local_now: datetime, local_after: datetime, db_now: dat
 
 def database_clock() -> datetime:
     """PostgreSQL's wall clock right now (``clock_timestamp()``, not the frozen ``now()``)."""
-    return _rows("SELECT clock_timestamp()", {})[0][0].astimezone(UTC)  # type: ignore[no-any-return]
+    (row,) = _named_rows(QUERIES["database_clock"], {})
+    return row.now.astimezone(UTC)  # type: ignore[no-any-return]

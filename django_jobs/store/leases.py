@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ..clock import ensure_aware_utc
-from ._sql import ATT, OCC, _rows
+from ._sql import _named_rows, _rows, load_queries
 from .records import Lease, _lease_arrays
+
+QUERIES = load_queries("leases")
 
 
 def renew(
@@ -25,26 +27,9 @@ def renew(
     """
     if not leases:
         return []
-    now = ensure_aware_utc(now, name="now")
-    expires = now + lease_for
-    held = f"""
-        FROM {OCC} o JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
-            ON o.id = t.id
-        WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
-          AND o.state = 'processing'
-    """
-    sql = f"""
-        WITH free AS (SELECT o.id {held} FOR NO KEY UPDATE OF o SKIP LOCKED),
-        renewed AS (
-            UPDATE {OCC} o SET lease_expires_at = %(expires)s, due_at = %(expires)s
-            FROM free WHERE o.id = free.id
-            RETURNING o.id
-        )
-        SELECT id, true FROM renewed
-        UNION ALL
-        SELECT o.id, false {held} AND o.id NOT IN (SELECT id FROM free)
-    """
-    kept = dict(_rows(sql, {**_lease_arrays(leases), "owner": owner, "expires": expires}))
+    expires = ensure_aware_utc(now, name="now") + lease_for
+    params = {**_lease_arrays(leases), "owner": owner, "expires": expires}
+    kept = {row.id: row.renewed for row in _named_rows(QUERIES["renew"], params)}
     return [
         Lease(**{**lease.__dict__, "expires_at": expires}) if kept[lease.occurrence_id] else lease
         for lease in leases
@@ -60,13 +45,8 @@ def mark_started(lease: Lease, *, now: datetime) -> None:
     crash of PostgreSQL itself in the next moments could lose it, and then the attempt counts
     as unstarted.
     """
-    sql = f"""
-        UPDATE {ATT} SET outcome = 'running', started_at = %(now)s
-        WHERE occurrence_id = %(id)s AND fencing_token = %(token)s AND outcome = 'claimed'
-          AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-    """
     params = {"id": lease.occurrence_id, "token": lease.token}
-    _rows(sql, {**params, "now": ensure_aware_utc(now, name="now")})
+    _rows(QUERIES["mark_started"], {**params, "now": ensure_aware_utc(now, name="now")})
 
 
 def hold(lease: Lease) -> bool:
@@ -76,11 +56,5 @@ def hold(lease: Lease) -> bool:
     fail the occurrence, so the handler's writes and the completion commit together or not
     at all. Returns ``False`` (and locks nothing) when the token is stale.
     """
-    sql = f"""
-        SELECT 1 FROM {OCC}
-        WHERE id = %(id)s AND fencing_token = %(token)s
-          AND lease_owner = %(owner)s AND state = 'processing'
-        FOR UPDATE
-    """
     params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
-    return bool(_rows(sql, params))
+    return bool(_rows(QUERIES["hold"], params))

@@ -1,102 +1,158 @@
-"""Planning: the worker's plan pass writes occurrences, missed rows, summaries and schedule
-advances here.
+"""Planning: what the worker's plan pass reads and writes, and the occurrences services plan.
+
+A plan pass (``django_jobs/worker/planning.py``) comes here twice, in one transaction: once to
+read its batch (``read_plan_batch``: due schedules locked, with their missed and running
+occurrences) and once to write what the planner decided (``write_plan``). Between the two it
+decides, without the database.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
+
+from psycopg import sql
 
 from .. import audit
 from ..clock import ensure_aware_utc
-from ..identity import occurrence_id
 from ..models import Schedule
-from ._sql import _SCHEDULE_VALUES, OCC, SCH, _all_loadable, _capped, _loadable, _not_paused, _rows
+from ..scheduling.policies import Overlap
+from ._sql import (
+    _SCHEDULE_VALUES,
+    CLAIMABLE_IN,
+    VALUES,
+    _all_loadable,
+    _capped,
+    _loadable,
+    _not_paused,
+    _rows,
+    load_queries,
+)
 from .records import PlannedOccurrence
 
+# ``parked_field`` of a schedule parked because no replica has its job (``park_unplannable``).
+_JOB_FIELD = "job"
 
-def plan(
-    occurrences: Iterable[PlannedOccurrence],
-    *,
-    now: datetime,
-    advance: Sequence[tuple[int, datetime | None, datetime | None]] | None = None,
-) -> list[UUID]:
-    """Insert occurrences idempotently; return the identities that were new.
+
+def _when_unloadable(then: Callable[[str], sql.Composable]) -> str:
+    """SQL: ``CASE`` over the columns of the row ``r`` Python may fail to hold, ``then(c)``
+    for the first that it cannot."""
+    cases = sql.SQL(" ").join(
+        sql.SQL("WHEN NOT {} THEN {}").format(
+            sql.SQL(_loadable(sql.Identifier("r", column).as_string(None), kind)), then(column)
+        )
+        for column, kind in _SCHEDULE_VALUES
+    )
+    return sql.SQL("CASE {} END").format(cases).as_string(None)
+
+
+QUERIES = load_queries(
+    "planning",
+    not_paused=_not_paused("s.tenant", "s.key"),
+    loadable=_all_loadable("s", _SCHEDULE_VALUES),
+    unloadable_row=_all_loadable("r", _SCHEDULE_VALUES),
+    unloadable_field=_when_unloadable(sql.Literal),
+    unloadable_value=_when_unloadable(
+        lambda column: sql.SQL("{}::text").format(sql.Identifier("r", column))
+    ),
+    loadable_instant=_loadable("o.scheduled_at", "timestamptz"),
+    capped_max_delay=_capped("t.max_delay"),
+    claimable_states=CLAIMABLE_IN,
+)
+
+
+# --- Occurrences planned by services and tests ---------------------------------------------
+
+
+def plan(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUID]:
+    """Insert occurrences idempotently and advance each schedule's ``last_scheduled_at``
+    recovery point to its latest instant; return the identities that were new. One statement.
 
     Planning an instant that already exists (on this replica or any other, concurrently or
     not) changes nothing: the identity is the primary key and the insert says
-    ``ON CONFLICT DO NOTHING``. Advances each schedule's ``last_scheduled_at`` recovery point;
-    with ``advance`` (``(schedule id, last_scheduled_at, next_due_at)`` each, the plan pass)
-    sets both columns of those schedules instead, in the same statement.
+    ``ON CONFLICT DO NOTHING``. (The plan pass writes through ``write_plan``.)
     """
+    return _plan(occurrences, now=now, move_recovery_point=True)
+
+
+def insert_occurrences(occurrences: Iterable[PlannedOccurrence], *, now: datetime) -> list[UUID]:
+    """Insert occurrences idempotently, moving no schedule's recovery point (an instant
+    planned by hand: the planner's own instants before it are still planned); return the
+    identities that were new. One statement."""
+    return _plan(occurrences, now=now, move_recovery_point=False)
+
+
+def _plan(
+    occurrences: Iterable[PlannedOccurrence], *, now: datetime, move_recovery_point: bool
+) -> list[UUID]:
     items = list(occurrences)
-    if not items and not advance:
+    if not items:
         return []
-    now = ensure_aware_utc(now, name="now")
-    instants = [ensure_aware_utc(p.scheduled_at, name="scheduled_at") for p in items]
-    if advance is None:
-        progress = f"""
-            UPDATE {SCH} s SET last_scheduled_at = latest.at
-            FROM (SELECT schedule_id, max(scheduled_at) AS at FROM input GROUP BY schedule_id)
-                 AS latest
-            WHERE s.id = latest.schedule_id
-              AND (s.last_scheduled_at IS NULL OR s.last_scheduled_at < latest.at)
-        """
-    else:
-        progress = f"""
-            UPDATE {SCH} s SET last_scheduled_at = t.last_at, next_due_at = t.next_at
-            FROM unnest(%(advance_ids)s::bigint[], %(lasts)s::timestamptz[],
-                        %(nexts)s::timestamptz[]) AS t(id, last_at, next_at)
-            WHERE s.id = t.id
-        """
-    sql = f"""
-        WITH input AS (
-            SELECT * FROM unnest(
-                %(ids)s::uuid[], %(schedules)s::bigint[], %(tenants)s::text[],
-                %(instants)s::timestamptz[], %(reasons)s::text[], %(triggers)s::text[]
-            ) AS t(id, schedule_id, tenant, scheduled_at, skip_reason, trg)
-        ),
-        inserted AS (
-            INSERT INTO {OCC} (
-                id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
-                lease_owner, fencing_token, attempts, failures, finished_at,
-                last_error_type, last_error_message
-            )
-            SELECT id, schedule_id, tenant, scheduled_at,
-                   CASE WHEN skip_reason = '' THEN 'scheduled' ELSE 'skipped' END,
-                   skip_reason, trg, scheduled_at, '', 0, 0, 0,
-                   CASE WHEN skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
-                   '', ''
-            FROM input
-            ON CONFLICT (id) DO NOTHING
-            RETURNING id
-        ),
-        progress AS ({progress})
-        SELECT id FROM inserted
+    params = {**_planned(items, now=now), "move_recovery_point": move_recovery_point}
+    return [row[0] for row in _rows(QUERIES["plan"], params)]
+
+
+def _planned(items: Sequence[PlannedOccurrence], *, now: datetime) -> dict[str, Any]:
+    """The parameters of ``insert_planned``: ``items`` as parallel arrays."""
+    return {
+        "ids": [p.id for p in items],
+        "schedules": [p.schedule_id for p in items],
+        "tenants": [p.tenant for p in items],
+        "instants": [ensure_aware_utc(p.scheduled_at, name="scheduled_at") for p in items],
+        "reasons": [p.skip_reason.value if p.skip_reason else "" for p in items],
+        "triggers": [p.trigger.value for p in items],
+        "now": ensure_aware_utc(now, name="now"),
+    }
+
+
+# --- The plan pass, move 1: read ------------------------------------------------------------
+
+
+class Unreadable(NamedTuple):
+    """A due schedule parked because a column holds a value Python cannot (``park_unreadable``)."""
+
+    name: str  # '<tenant>/<key>', or the key alone
+    column: str
+
+
+@dataclass(frozen=True)
+class PlanningContext:
+    """What the planner needs from the occurrence table about the schedules it plans."""
+
+    missed: dict[int, list[datetime]]  # schedule id -> instants that never started, too late
+    running: frozenset[int]  # schedules with an occurrence processing now
+
+
+@dataclass(frozen=True)
+class PlanBatch:
+    """Everything one plan pass decides from: what ``read_plan_batch`` read and locked."""
+
+    unreadable: list[Unreadable]  # parked before any row was loaded
+    schedules: list[Schedule]  # locked until the pass's transaction ends
+    context: PlanningContext
+
+
+def read_plan_batch(
+    *,
+    now: datetime,
+    limit: int,
+    exclude_keys: Sequence[str] = (),
+    jobs: Sequence[str] | None = None,
+) -> PlanBatch:
+    """The read move of a plan pass. Must run inside the pass's transaction, which holds the
+    locks until it commits:
+
+    1. park the due schedules holding a value Python cannot hold (``park_unreadable``);
+    2. lock up to ``limit`` due schedules (``lock_schedules_to_plan``, with the kill switch's
+       ``exclude_keys`` and this replica's ``jobs``);
+    3. read their missed and running occurrences (``planning_context``).
     """
-    advance = advance or []
-    rows = _rows(
-        sql,
-        {
-            "ids": [p.id for p in items],
-            "schedules": [p.schedule_id for p in items],
-            "tenants": [p.tenant for p in items],
-            "instants": instants,
-            "reasons": [p.skip_reason.value if p.skip_reason else "" for p in items],
-            "triggers": [p.trigger.value for p in items],
-            "now": now,
-            "advance_ids": [a[0] for a in advance],
-            "lasts": [a[1] for a in advance],
-            "nexts": [a[2] for a in advance],
-        },
-    )
-    return [row[0] for row in rows]
-
-
-# --- Planning: the worker's plan pass (django_jobs/worker/planning.py) --------------------
+    unreadable = park_unreadable(now=now, limit=limit)
+    schedules = lock_schedules_to_plan(now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs)
+    return PlanBatch(unreadable, schedules, planning_context(schedules, now=now))
 
 
 def lock_schedules_to_plan(
@@ -114,137 +170,27 @@ def lock_schedules_to_plan(
     handlers for), only their schedules are, and schedules parked because their job had no
     handler (``park_unplannable``) whose job is among them are taken up again first.
     """
-    now = ensure_aware_utc(now, name="now")
     params: dict[str, Any] = {
-        "now": now,
+        **VALUES,
+        "now": ensure_aware_utc(now, name="now"),
         "limit": limit,
         "excluded": list(exclude_keys),
         "jobs": None if jobs is None else list(jobs),
+        "job_field": _JOB_FIELD,
     }
     if jobs is not None:
-        _rows(
-            f"""
-            UPDATE {SCH} SET next_due_at = %(now)s, parked_at = NULL, parked_field = '',
-                parked_reason = ''
-            WHERE id IN (SELECT id FROM {SCH}
-                         WHERE parked_field = 'job' AND job = ANY(%(jobs)s::text[])
-                         FOR NO KEY UPDATE SKIP LOCKED)
-            """,
-            params,
-        )
-    sql = f"""
-        SELECT * FROM {SCH} s
-        WHERE s.enabled AND s.status = 'active' AND s.next_due_at <= %(now)s
-          AND {_not_paused("s.tenant", "s.key")}
-          AND {_all_loadable("s", _SCHEDULE_VALUES)}
-          AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
-        ORDER BY s.next_due_at
-        LIMIT %(limit)s
-        FOR NO KEY UPDATE SKIP LOCKED
-    """
-    return list(Schedule.objects.raw(sql, params))
+        _rows(QUERIES["take_up_parked_jobs"], params)
+    return list(Schedule.objects.raw(QUERIES["lock_due_schedules"], params))
 
 
-def park_unreadable(*, now: datetime, limit: int) -> list[tuple[str, str]]:
-    """Park due schedules holding a value Python cannot hold (see ``_loadable``), naming the
-    column and the value: loading such a row would fail the pass that read it, at every pass
-    of every replica. One statement; returns (schedule name, column) of each."""
-    field = (
-        "CASE "
-        + " ".join(f"WHEN NOT {_loadable(c, k)} THEN '{c}'" for c, k in _SCHEDULE_VALUES)
-        + " END"
-    )
-    value = (
-        "CASE "
-        + " ".join(f"WHEN NOT {_loadable(c, k)} THEN {c}::text" for c, k in _SCHEDULE_VALUES)
-        + " END"
-    )
-    sql = f"""
-        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = u.field,
-            parked_reason = u.field || ': ' || quote_literal(u.value) || ' is beyond what '
-                || 'the worker can read (an interval of at most 999,999,999 days, an instant '
-                || 'from year 1 to 9999); correct the record'
-        FROM (
-            SELECT id, {field} AS field, {value} AS value FROM {SCH}
-            WHERE enabled AND status = 'active' AND next_due_at <= %(now)s
-              AND NOT ({_all_loadable(SCH, _SCHEDULE_VALUES)})
-            LIMIT %(limit)s
-            FOR NO KEY UPDATE SKIP LOCKED
-        ) u
-        WHERE s.id = u.id
-        RETURNING s.tenant, s.key, u.field
-    """
-    rows = _rows(sql, {"now": ensure_aware_utc(now, name="now"), "limit": limit})
-    return [(f"{tenant}/{key}" if tenant else key, column) for tenant, key, column in rows]
-
-
-def park(parked: Sequence[tuple[int, str, str]], *, now: datetime) -> None:
-    """Stop planning schedules the planner refuses, each with the field and the reason
-    (``(schedule id, field, reason)``): ``next_due_at`` cleared until the record is written
-    again (sync, ``upsert_schedule``, enable). One statement."""
-    if not parked:
-        return
-    _rows(
-        f"""
-        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = t.field,
-            parked_reason = t.reason
-        FROM unnest(%(ids)s::bigint[], %(fields)s::text[], %(reasons)s::text[])
-             AS t(id, field, reason)
-        WHERE s.id = t.id
-        """,
-        {
-            "now": ensure_aware_utc(now, name="now"),
-            "ids": [p[0] for p in parked],
-            "fields": [p[1] for p in parked],
-            "reasons": [p[2] for p in parked],
-        },
-    )
-
-
-def park_unplannable(
-    *, now: datetime, jobs: Sequence[str], overdue: timedelta, replica: str, limit: int
-) -> list[str]:
-    """Park schedules due for longer than ``overdue`` whose job has no handler here
-    (``jobs``): no replica planned them in that time, so none has one. A replica of a
-    release that has the job takes them up again (``lock_schedules_to_plan``). Returns
-    their names."""
-    sql = f"""
-        UPDATE {SCH} s SET next_due_at = NULL, parked_at = %(now)s, parked_field = 'job',
-            parked_reason = 'job ' || quote_literal(s.job) || ' has no registered handler on '
-                || 'replica ' || %(replica)s || ', and no replica planned the schedule for '
-                || %(overdue)s || '; register the job (or correct the record), then any '
-                || 'replica that has it plans the schedule again'
-        WHERE s.id IN (
-            SELECT id FROM {SCH}
-            WHERE enabled AND status = 'active' AND next_due_at <= %(before)s
-              AND NOT job = ANY(%(jobs)s::text[])
-            ORDER BY next_due_at
-            LIMIT %(limit)s
-            FOR NO KEY UPDATE SKIP LOCKED
-        )
-        RETURNING s.tenant, s.key
-    """
-    now = ensure_aware_utc(now, name="now")
+def park_unreadable(*, now: datetime, limit: int) -> list[Unreadable]:
+    """Park due schedules holding a value Python cannot hold (see ``_sql._loadable``), naming
+    the column and the value: loading such a row would fail the pass that read it, at every
+    pass of every replica. One statement."""
     rows = _rows(
-        sql,
-        {
-            "now": now,
-            "before": now - overdue,
-            "jobs": list(jobs),
-            "replica": replica,
-            "overdue": f"{overdue.total_seconds():g} s",
-            "limit": limit,
-        },
+        QUERIES["park_unreadable"], {"now": ensure_aware_utc(now, name="now"), "limit": limit}
     )
-    return [f"{tenant}/{key}" if tenant else key for tenant, key in rows]
-
-
-@dataclass(frozen=True)
-class PlanningContext:
-    """What the planner needs from the occurrence table about the schedules it plans."""
-
-    missed: dict[int, list[datetime]]  # schedule id -> instants that never started, too late
-    running: frozenset[int]  # schedules with an occurrence processing now
+    return [Unreadable(f"{t}/{k}" if t else k, column) for t, k, column in rows]
 
 
 def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> PlanningContext:
@@ -257,33 +203,16 @@ def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> Plannin
     """
     if not schedules:
         return PlanningContext({}, frozenset())
-    sql = f"""
-        SELECT o.schedule_id, o.scheduled_at, o.state = 'processing'
-        FROM unnest(%(ids)s::bigint[], %(tenants)s::text[], %(max_delays)s::interval[],
-                    %(ask_running)s::bool[])
-             AS t(id, tenant, max_delay, ask_running)
-        JOIN {OCC} o ON o.schedule_id = t.id AND o.state IN ('scheduled', 'failed', 'processing')
-        -- Only the schedule's own occurrences: one forged into another tenant is the claim's
-        -- to refuse, never an instant the misfire policy decides.
-        WHERE o.tenant = t.tenant AND {_loadable("o.scheduled_at", "timestamptz")}
-          AND ((o.state = 'scheduled' AND o.trigger = 'schedule' AND o.attempts = 0
-                AND o.scheduled_at < %(now)s - {_capped("t.max_delay")})
-               OR (o.state = 'processing' AND t.ask_running))
-        ORDER BY o.schedule_id, o.scheduled_at
-    """
-    rows = _rows(
-        sql,
-        {
-            "ids": [s.pk for s in schedules],
-            "tenants": [s.tenant for s in schedules],
-            "max_delays": [s.max_delay for s in schedules],
-            "ask_running": [s.overlap == "skip" for s in schedules],
-            "now": ensure_aware_utc(now, name="now"),
-        },
-    )
+    params = {
+        "ids": [s.pk for s in schedules],
+        "tenants": [s.tenant for s in schedules],
+        "max_delays": [s.max_delay for s in schedules],
+        "ask_running": [s.overlap == Overlap.SKIP for s in schedules],
+        "now": ensure_aware_utc(now, name="now"),
+    }
     missed: dict[int, list[datetime]] = {}
     running: set[int] = set()
-    for schedule_id, instant, processing in rows:
+    for schedule_id, instant, processing in _rows(QUERIES["planning_context"], params):
         if processing:
             running.add(schedule_id)
         else:
@@ -291,48 +220,108 @@ def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> Plannin
     return PlanningContext(missed, frozenset(running))
 
 
-def missed_unstarted(schedule: Schedule, *, now: datetime) -> list[datetime]:
-    """Scheduled instants of ``schedule`` that never started and are now later than its
-    ``max_delay``: the planner applies the misfire policy to them."""
-    return planning_context([schedule], now=now).missed.get(schedule.pk, [])
+# --- The plan pass, move 3: write -----------------------------------------------------------
 
 
-def mark_missed(
-    schedule: Schedule,
-    *,
-    now: datetime,
-    catch_up: Sequence[datetime],
-    skip: Sequence[tuple[datetime, str]],
-) -> None:
-    """Decide already-planned missed occurrences: run late (trigger ``catchup``) or skip.
+class Advance(NamedTuple):
+    """A decided schedule's new recovery point and next due instant."""
 
-    Only occurrences still scheduled and never started change: a claim that won the race
-    keeps its occurrence.
+    schedule_id: int
+    last_scheduled_at: datetime | None
+    next_due_at: datetime | None
+
+
+class Parked(NamedTuple):
+    """A schedule the planner refuses, with the field and the reason (``park``)."""
+
+    schedule_id: int
+    field: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class MissedSummary:
+    """Missed instants of ``schedule`` skipped without rows of their own (one audit record)."""
+
+    schedule: Schedule
+    count: int
+    first: datetime
+    last: datetime
+
+
+@dataclass
+class PlanWrite:
+    """Everything a plan pass writes, for any number of schedules (``write_plan``)."""
+
+    occurrences: list[PlannedOccurrence] = field(default_factory=list)
+    advances: list[Advance] = field(default_factory=list)
+    # Planned occurrences, never started, now missed: run late, or skipped with a reason.
+    catch_up: list[UUID] = field(default_factory=list)
+    skip: list[tuple[UUID, str]] = field(default_factory=list)
+    summaries: list[MissedSummary] = field(default_factory=list)
+    parked: list[Parked] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, parts: Iterable[PlanWrite]) -> PlanWrite:
+        """One write of several (each schedule's, say)."""
+        whole = cls()
+        for part in parts:
+            whole.occurrences += part.occurrences
+            whole.advances += part.advances
+            whole.catch_up += part.catch_up
+            whole.skip += part.skip
+            whole.summaries += part.summaries
+            whole.parked += part.parked
+        return whole
+
+
+def write_plan(write: PlanWrite, *, now: datetime) -> None:
+    """The write move of a plan pass, in the caller's transaction (a savepoint, so that a
+    value the database refuses rolls back this write alone):
+
+    1. insert the new occurrences and set each decided schedule's recovery point and next due
+       instant (one statement);
+    2. park the schedules the planner refuses (one statement);
+    3. mark the missed occurrences the policy decided, of every schedule (one statement);
+    4. record each misfire summary through the audit writer.
     """
-    ids = [occurrence_id(schedule.tenant, schedule.key, i) for i in catch_up]
-    skip_ids = [occurrence_id(schedule.tenant, schedule.key, i) for i, _ in skip]
-    sql = f"""
-        WITH caught AS (
-            UPDATE {OCC} SET trigger = 'catchup'
-            WHERE id = ANY(%(ids)s::uuid[]) AND state = 'scheduled' AND attempts = 0
+    now = ensure_aware_utc(now, name="now")
+    if write.occurrences or write.advances:
+        params = {
+            **_planned(write.occurrences, now=now),
+            "advance_ids": [a.schedule_id for a in write.advances],
+            "lasts": [a.last_scheduled_at for a in write.advances],
+            "nexts": [a.next_due_at for a in write.advances],
+        }
+        _rows(QUERIES["write_plan"], params)
+    park(write.parked, now=now)
+    if write.catch_up or write.skip:
+        params = {
+            "catch_up": write.catch_up,
+            "skip_ids": [i for i, _ in write.skip],
+            "reasons": [r for _, r in write.skip],
+            "now": now,
+        }
+        _rows(QUERIES["mark_missed"], params)
+    for summary in write.summaries:
+        record_skip_summary(
+            summary.schedule, now=now, count=summary.count, first=summary.first, last=summary.last
         )
-        UPDATE {OCC} o SET state = 'skipped', skip_reason = t.reason, finished_at = %(now)s
-        FROM unnest(%(skip_ids)s::uuid[], %(reasons)s::text[]) AS t(id, reason)
-        WHERE o.id = t.id AND o.state = 'scheduled' AND o.attempts = 0
-    """
-    _rows(
-        sql,
-        {"ids": ids, "skip_ids": skip_ids, "reasons": [r for _, r in skip], "now": now},
-    )
 
 
-def advance_schedule(
-    schedule: Schedule, *, last_scheduled_at: datetime | None, next_due_at: datetime | None
-) -> None:
-    """Move a schedule's planning recovery point and its next due instant."""
-    Schedule.objects.filter(pk=schedule.pk).update(
-        last_scheduled_at=last_scheduled_at, next_due_at=next_due_at
-    )
+def park(parked: Sequence[Parked], *, now: datetime) -> None:
+    """Stop planning schedules the planner refuses, each with the field and the reason:
+    ``next_due_at`` cleared until the record is written
+    again (sync, ``upsert_schedule``, enable). One statement."""
+    if not parked:
+        return
+    params = {
+        "now": ensure_aware_utc(now, name="now"),
+        "ids": [p.schedule_id for p in parked],
+        "fields": [p.field for p in parked],
+        "reasons": [p.reason for p in parked],
+    }
+    _rows(QUERIES["park"], params)
 
 
 def record_skip_summary(
@@ -352,6 +341,30 @@ def record_skip_summary(
     )
 
 
+# --- Around the plan pass ---------------------------------------------------------------------
+
+
+def park_unplannable(
+    *, now: datetime, jobs: Sequence[str], overdue: timedelta, replica: str, limit: int
+) -> list[str]:
+    """Park schedules due for longer than ``overdue`` whose job has no handler here
+    (``jobs``): no replica planned them in that time, so none has one. A replica of a
+    release that has the job takes them up again (``lock_schedules_to_plan``). Returns
+    their names."""
+    now = ensure_aware_utc(now, name="now")
+    params = {
+        "now": now,
+        "before": now - overdue,
+        "jobs": list(jobs),
+        "replica": replica,
+        "overdue": f"{overdue.total_seconds():g} s",
+        "limit": limit,
+        "job_field": _JOB_FIELD,
+    }
+    rows = _rows(QUERIES["park_unplannable"], params)
+    return [f"{tenant}/{key}" if tenant else key for tenant, key in rows]
+
+
 def lock_for_sync() -> None:
     """Serialise schedule syncs (every replica syncs at start) for the caller's transaction."""
-    _rows("SELECT pg_advisory_xact_lock(hashtext('django_jobs.sync'))", {})
+    _rows(QUERIES["lock_for_sync"], {})

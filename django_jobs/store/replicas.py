@@ -6,7 +6,15 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ._sql import OCC, SCH, _loadable, _not_paused, _rows
+from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _not_paused, _rows, load_queries
+
+QUERIES = load_queries(
+    "replicas",
+    claimable_states=CLAIMABLE_IN,
+    due_at_loadable=_loadable("o.due_at", "timestamptz"),
+    next_due_at_loadable=_loadable("s.next_due_at", "timestamptz"),
+    not_paused=_not_paused("s.tenant", "s.key"),
+)
 
 
 def heartbeat(
@@ -21,15 +29,8 @@ def heartbeat(
     running: int,
 ) -> None:
     """Register or refresh this replica's row (one upsert)."""
-    sql = """
-        INSERT INTO django_jobs_replica
-            (id, host, pid, started_at, heartbeat_at, state, concurrency, running)
-        VALUES (%(id)s, %(host)s, %(pid)s, %(started)s, %(now)s, %(state)s, %(conc)s, %(running)s)
-        ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
-            state = EXCLUDED.state, running = EXCLUDED.running
-    """
     _rows(
-        sql,
+        QUERIES["heartbeat"],
         {
             "id": replica_id,
             "host": host,
@@ -50,27 +51,8 @@ def next_wakeup(
     instant or a claimable occurrence's ``due_at``. Two index lookups. What this replica would
     not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
     jobs) is left out: a replica never wakes for work it then leaves."""
-    sql = f"""
-        SELECT LEAST(
-            ({_NEXT_SCHEDULE}),
-            (SELECT min(o.due_at) FROM {OCC} o
-             WHERE o.state IN ('scheduled', 'failed', 'processing')
-               AND {_loadable("o.due_at", "timestamptz")}
-               AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
-                    SELECT 1 FROM {SCH} s WHERE s.id = o.schedule_id
-                      AND {_not_paused("s.tenant", "s.key")})))
-        )
-    """
-    value = _rows(sql, _next_params(exclude_keys, jobs))[0][0]
-    return value.astimezone(UTC) if value is not None else None
-
-
-_NEXT_SCHEDULE = f"""
-    SELECT min(s.next_due_at) FROM {SCH} s WHERE s.enabled AND s.status = 'active'
-      AND {_loadable("s.next_due_at", "timestamptz")}
-      AND (cardinality(%(excluded)s::text[]) = 0 OR {_not_paused("s.tenant", "s.key")})
-      AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
-"""
+    (row,) = _named_rows(QUERIES["next_wakeup"], _next_params(exclude_keys, jobs))
+    return row.wakeup.astimezone(UTC) if row.wakeup is not None else None
 
 
 def _next_params(exclude_keys: Sequence[str], jobs: Sequence[str] | None) -> dict[str, Any]:
@@ -82,8 +64,8 @@ def next_schedule_due(
 ) -> datetime | None:
     """The earliest ``next_due_at`` of an active, enabled schedule this replica would plan
     (see ``next_wakeup``); one index lookup."""
-    value = _rows(_NEXT_SCHEDULE, _next_params(exclude_keys, jobs))[0][0]
-    return value.astimezone(UTC) if value is not None else None
+    (row,) = _named_rows(QUERIES["next_schedule_due"], _next_params(exclude_keys, jobs))
+    return row.next_due_at.astimezone(UTC) if row.next_due_at is not None else None
 
 
 CHANNEL = "django_jobs"
@@ -91,4 +73,4 @@ CHANNEL = "django_jobs"
 
 def notify(reason: str) -> None:
     """Wake every listening replica (delivered when the caller's transaction commits)."""
-    _rows("SELECT pg_notify(%(channel)s, %(reason)s)", {"channel": CHANNEL, "reason": reason})
+    _rows(QUERIES["notify"], {"channel": CHANNEL, "reason": reason})

@@ -6,18 +6,16 @@ from datetime import datetime
 from uuid import UUID
 
 from ..clock import ensure_aware_utc
-from ._sql import _rows, load_queries
+from ._sql import _named_rows, _rows, load_queries
 from .records import Lease
-
-# --- Steps of run.once(), replicas, wake-ups ----------------------------------------------
-
 
 QUERIES = load_queries("steps")
 
 
 def step_done(occurrence: UUID, name: str) -> bool:
     """Whether ``run.once(name)`` already happened for this occurrence (any attempt)."""
-    return bool(_rows(QUERIES["step_done"], {"occurrence": occurrence, "name": name})[0][0])
+    (row,) = _named_rows(QUERIES["step_done"], {"occurrence": occurrence, "name": name})
+    return bool(row.done)
 
 
 def record_step(lease: Lease, name: str, *, now: datetime) -> bool:

@@ -1,7 +1,9 @@
 """The plan pass: turn due schedule instants into occurrences, applying misfire and overlap.
 
-Any replica may plan: the schedules it plans are locked (``SKIP LOCKED``) for the length of
-its pass, and planning an instant twice is a no-op (the identity is the primary key).
+A pass is three moves: read the batch (one store call), decide it (the pure planner, here),
+write what was decided (one store call); ``plan_due`` numbers them. Any replica may plan: the
+schedules it plans are locked (``SKIP LOCKED``) for the length of its pass, and planning an
+instant twice is a no-op (the identity is the primary key).
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from uuid import UUID
 
 import structlog
 from django.db import DatabaseError, DataError, IntegrityError, transaction
 
 from .. import store
 from ..conf import get_settings
+from ..identity import occurrence_id
 from ..models import Schedule, SkipReason, Trigger
 from ..safe_error import loggable
 from ..scheduling import planner, timings
@@ -43,6 +47,8 @@ class RefusedRow(ValueError):
 
 @dataclass
 class PlanPass:
+    """What one plan pass did (``plan_due``)."""
+
     schedules: int = 0
     planned: int = 0
     skipped: int = 0
@@ -59,16 +65,6 @@ class PlanPass:
         self.more += decision.more
 
 
-@dataclass(frozen=True)
-class _Scope:
-    """What a pass may plan: not the kill switch's schedules; with ``jobs``, only schedules
-    of those jobs (a replica plans only work it has handlers for)."""
-
-    exclude_keys: Sequence[str] = ()
-    jobs: Sequence[str] | None = None
-    deadline: float = math.inf  # time.monotonic() after which no more schedules are decided
-
-
 def plan_due(
     *,
     now: datetime,
@@ -79,43 +75,38 @@ def plan_due(
 ) -> PlanPass:
     """Plan every schedule whose next due instant has come (up to ``limit`` per pass).
 
-    The pass is set-based: a handful of statements for the whole batch (lock the due
-    schedules, read their missed and running occurrences, insert every new occurrence,
-    advance every schedule), so its cost grows with what is due, not with round trips per
-    schedule. Every row is checked as it is read (``check_row``): a schedule whose record
-    cannot be evaluated, or says what the planner refuses, is reported (``schedule.invalid``)
-    and parked with the field and the reason (``store.park``) so it is not retried every
-    pass; the others are planned. If the database refuses a value of the batch (an instant
-    plus its max_delay out of range), the batch is planned again one schedule at a time, each
-    in a savepoint, so only the offending schedule is parked.
+    A pass is three moves in one transaction, so its cost grows with what is due, not with
+    round trips per schedule:
+
+    1. read (``store.read_plan_batch``): park the due rows holding a value Python cannot
+       hold, lock the due schedules, read their missed and running occurrences;
+    2. decide (``decide_batch``, no database): check every row (``check_row``) and ask the
+       planner what to do with it (``decide``, ``to_write``). A schedule whose record cannot
+       be evaluated, or says what the planner refuses, is reported (``schedule.invalid``) and
+       parked with the field and the reason, so it is not retried every pass;
+    3. write (``store.write_plan``): every new occurrence, every schedule's advance, the
+       missed occurrences decided, the misfire summaries and the parked rows. If the database
+       refuses a value of the batch (an instant plus its max_delay out of range), the
+       schedules are written again one at a time, each in a savepoint, so only the offending
+       one is parked.
 
     Schedules named by the kill switch (``exclude_keys``) are not planned; with ``jobs``, only
     schedules of those jobs are. With ``budget_seconds``, schedules not decided within it are
     left due for the next pass.
     """
     began = time.monotonic()  # a duration, not an instant: no clock needed
-    scope = _Scope(
-        exclude_keys=exclude_keys,
-        jobs=jobs,
-        deadline=math.inf if budget_seconds is None else began + budget_seconds,
-    )
+    deadline = math.inf if budget_seconds is None else began + budget_seconds
     result = PlanPass()
     with transaction.atomic():
-        for name, column in store.park_unreadable(now=now, limit=limit):
+        batch = store.read_plan_batch(now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs)
+        for name, column in batch.unreadable:
             result.invalid.append(name)
             log.error("schedule.invalid", schedule=name, field=column, error_type="DataError")
-        schedules = store.lock_schedules_to_plan(
-            now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs
-        )
-        result.schedules = len(schedules)
-        if not schedules:
+        result.schedules = len(batch.schedules)
+        if not batch.schedules:
             return result
-        try:
-            with transaction.atomic():  # a savepoint for the batch
-                _plan_batch(schedules, now=now, result=result, scope=scope)
-        except (DataError, IntegrityError):
-            result = PlanPass(schedules=len(schedules))
-            _plan_one_by_one(schedules, now=now, result=result, scope=scope)
+        decided = decide_batch(batch, now=now, deadline=deadline, result=result)
+        _write(decided, now=now, result=result)
     if result.planned or result.skipped or result.invalid:
         log.info(
             "plan.pass",
@@ -129,61 +120,74 @@ def plan_due(
     return result
 
 
-def _plan_batch(
-    schedules: list[Schedule], *, now: datetime, result: PlanPass, scope: _Scope
-) -> None:
-    context = store.planning_context(schedules, now=now)
-    occurrences: list[PlannedOccurrence] = []
-    progress: list[tuple[int, datetime | None, datetime | None]] = []
-    decided: list[tuple[Schedule, planner.PlanDecision]] = []
-    parked: list[tuple[int, str, str]] = []
-    for n, schedule in enumerate(schedules):
-        if n and time.monotonic() > scope.deadline:
-            result.more += len(schedules) - n  # left due: first in the next pass
+@dataclass(frozen=True)
+class Decided:
+    """What the planner decided for one schedule, and what writing it takes. A refused row
+    has no decision: its write parks it."""
+
+    schedule: Schedule
+    decision: planner.PlanDecision | None
+    write: store.PlanWrite
+
+
+def decide_batch(
+    batch: store.PlanBatch, *, now: datetime, deadline: float, result: PlanPass
+) -> list[Decided]:
+    """The decide move: each schedule of ``batch``, in order, until ``time.monotonic()``
+    passes ``deadline`` (those not reached stay due: first in the next pass). No database:
+    refused rows are reported in ``result`` and parked by their write."""
+    decided = []
+    for n, schedule in enumerate(batch.schedules):
+        if n and time.monotonic() > deadline:
+            result.more += len(batch.schedules) - n
             break
         try:
             check_row(schedule, now=now)
             decision = decide(
                 schedule,
                 now=now,
-                pending_missed=context.missed.get(schedule.pk, ()),
-                previous_running=schedule.pk in context.running,
+                pending_missed=batch.context.missed.get(schedule.pk, ()),
+                previous_running=schedule.pk in batch.context.running,
             )
-            planned = to_plan(schedule, decision)
+            write = to_write(schedule, decision)
         except DatabaseError:
-            raise
+            raise  # never a refused row: the pass fails, as an outage does
         except Exception as exc:
-            parked.append(_report_invalid(schedule, exc, result))
+            parked = _report_invalid(schedule, exc, result)
+            decided.append(Decided(schedule, None, store.PlanWrite(parked=[parked])))
             continue
-        occurrences += planned
-        progress.append((schedule.pk, decision.last_scheduled_at, decision.next_due_at))
-        decided.append((schedule, decision))
-    store.plan(occurrences, now=now, advance=progress)
-    store.park(parked, now=now)
-    for schedule, decision in decided:
-        _write_missed_and_summary(schedule, decision, now=now)
-        result.count(decision)
+        decided.append(Decided(schedule, decision, write))
+    return decided
 
 
-def _plan_one_by_one(
-    schedules: list[Schedule], *, now: datetime, result: PlanPass, scope: _Scope
-) -> None:
-    """The batch of one schedule at a time, each in a savepoint."""
-    for schedule in schedules:
-        try:
-            with transaction.atomic():
-                _plan_batch([schedule], now=now, result=result, scope=scope)
-        except (DataError, IntegrityError) as exc:
-            # A value of this row that the database refuses: the savepoint is rolled back and
-            # the schedule parked like any record that cannot be evaluated, so it never
-            # blocks the others' planning.
-            store.park([_report_invalid(schedule, exc, result)], now=now)
+def _write(decided: list[Decided], *, now: datetime, result: PlanPass) -> None:
+    """The write move: the whole batch in a savepoint; if the database refuses a value of it,
+    one schedule at a time, each in a savepoint, parking the ones it refuses."""
+    try:
+        with transaction.atomic():
+            store.write_plan(store.PlanWrite.of(d.write for d in decided), now=now)
+        written = decided
+    except (DataError, IntegrityError):
+        written = []
+        for one in decided:
+            try:
+                with transaction.atomic():
+                    store.write_plan(one.write, now=now)
+                written.append(one)
+            except (DataError, IntegrityError) as exc:
+                # A value of this row that the database refuses: the savepoint is rolled
+                # back and the schedule parked like any record that cannot be evaluated, so
+                # it never blocks the others' planning.
+                parked = _report_invalid(one.schedule, exc, result)
+                store.write_plan(store.PlanWrite(parked=[parked]), now=now)
+    for one in written:
+        if one.decision is not None:
+            result.count(one.decision)
+            _log_planned(one.schedule, one.decision)
 
 
-def _report_invalid(
-    schedule: Schedule, exc: BaseException, result: PlanPass
-) -> tuple[int, str, str]:
-    """Log a schedule the planner refuses; return how it is parked (id, field, reason)."""
+def _report_invalid(schedule: Schedule, exc: BaseException, result: PlanPass) -> store.Parked:
+    """Log a schedule the planner refuses; return how it is parked (the field, the reason)."""
     result.invalid.append(str(schedule))
     reason = loggable(exc, patterns=get_settings().REDACT_PATTERNS, max_chars=500)
     field_name = getattr(exc, "field", "") or type(exc).__name__
@@ -194,7 +198,7 @@ def _report_invalid(
         error_type=type(exc).__name__,
         error=reason,
     )
-    return schedule.pk, field_name[:50], f"{type(exc).__name__}: {reason}"
+    return store.Parked(schedule.pk, field_name[:50], f"{type(exc).__name__}: {reason}")
 
 
 def check_row(schedule: Schedule, *, now: datetime) -> None:
@@ -273,16 +277,26 @@ def to_plan(schedule: Schedule, decision: planner.PlanDecision) -> list[PlannedO
     )
 
 
-def _write_missed_and_summary(
-    schedule: Schedule, decision: planner.PlanDecision, *, now: datetime
-) -> None:
-    if decision.catch_up or decision.skip_pending:
-        store.mark_missed(schedule, now=now, catch_up=decision.catch_up, skip=decision.skip_pending)
-    if decision.summary:
-        summary = decision.summary
-        store.record_skip_summary(
-            schedule, now=now, count=summary.count, first=summary.first, last=summary.last
-        )
+def to_write(schedule: Schedule, decision: planner.PlanDecision) -> store.PlanWrite:
+    """What writing a decision takes: its occurrences, the schedule's advance, the missed
+    occurrences it decided (by identity) and its summary."""
+
+    def identity(instant: datetime) -> UUID:
+        return occurrence_id(schedule.tenant, schedule.key, instant)
+
+    summary = decision.summary
+    return store.PlanWrite(
+        occurrences=to_plan(schedule, decision),
+        advances=[store.Advance(schedule.pk, decision.last_scheduled_at, decision.next_due_at)],
+        catch_up=[identity(i) for i in decision.catch_up],
+        skip=[(identity(i), reason) for i, reason in decision.skip_pending],
+        summaries=[]
+        if summary is None
+        else [store.MissedSummary(schedule, summary.count, summary.first, summary.last)],
+    )
+
+
+def _log_planned(schedule: Schedule, decision: planner.PlanDecision) -> None:
     if decision.run or decision.replay or decision.skip or decision.summary:
         log.debug(
             "schedule.planned",

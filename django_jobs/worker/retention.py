@@ -123,13 +123,13 @@ def _apply(*, clock: Clock, settings: JobsSettings) -> RetentionPass:
 
 def _remove_retired_one_offs(
     *, now: datetime, keep: timedelta, batch: int
-) -> list[tuple[int, str, str]]:
+) -> list[store.ScheduleName]:
     """A batch of retired one-offs removed with their object permissions, in one transaction."""
     with transaction.atomic():
         removed = store.remove_retired_one_offs(
             now=now, keep_without_duration=keep, batch_size=batch
         )
-        _forget_object_permissions([schedule_id for schedule_id, _, _ in removed])
+        _forget_object_permissions([schedule.id for schedule in removed])
     return removed
 
 

@@ -1,7 +1,9 @@
 -- Steps of run.once(): what an occurrence already did, across its attempts.
 
 -- name: step_done
-SELECT EXISTS (SELECT 1 FROM {step} WHERE occurrence_id = %(occurrence)s AND name = %(name)s)
+SELECT EXISTS (
+    SELECT 1 FROM {step} WHERE occurrence_id = %(occurrence)s AND name = %(name)s
+) AS done
 
 -- name: record_step
 -- Only while the lease is current: a stale token records nothing.

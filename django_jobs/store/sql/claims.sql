@@ -1,0 +1,176 @@
+-- Claims: due occurrences taken under a fresh lease, oldest first, FOR UPDATE SKIP LOCKED.
+
+-- name: walk_the_due_index
+-- Turns off, for the rest of the transaction, the plans that read every due row, and returns
+-- the settings they had: the target list is evaluated left to right, so each is read before
+-- it is set. The costs of disabled plan types would also push the claim past
+-- jit_above_cost, and compiling it takes half a second: JIT goes off with them.
+SELECT current_setting('enable_sort') AS enable_sort,
+       current_setting('enable_bitmapscan') AS enable_bitmapscan,
+       current_setting('enable_seqscan') AS enable_seqscan,
+       current_setting('jit') AS jit,
+       set_config('enable_sort', 'off', true) AS sort_off,
+       set_config('enable_bitmapscan', 'off', true) AS bitmapscan_off,
+       set_config('enable_seqscan', 'off', true) AS seqscan_off,
+       set_config('jit', 'off', true) AS jit_off
+
+-- name: restore_planner
+SELECT set_config('enable_sort', %(enable_sort)s, true),
+       set_config('enable_bitmapscan', %(enable_bitmapscan)s, true),
+       set_config('enable_seqscan', %(enable_seqscan)s, true),
+       set_config('jit', %(jit)s, true)
+
+-- name: claim
+-- The steps are numbered in claim_runs' docstring.
+WITH due AS (
+    SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
+           o.tenant <> s.tenant AS forged,
+           -- A lapsed lease whose attempt had started: a lost attempt.
+           CASE WHEN o.state = %(processing)s THEN EXISTS (
+               SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
+                 AND a.fencing_token = o.fencing_token AND a.outcome = %(attempt_running)s)
+           ELSE false END AS lapsed
+    FROM {occurrence} o
+    -- A lateral lookup the planner cannot turn into a hash join: the claim walks the
+    -- due index in order and stops after ``limit`` rows, however many are due and
+    -- however stale the table's statistics (a burst has just inserted them).
+    CROSS JOIN LATERAL (
+        SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts,
+               timeout, backoff, max_backoff
+        FROM {schedule}
+        WHERE id = o.schedule_id OFFSET 0
+    ) s
+    WHERE o.state IN ({claimable_states})
+      AND o.due_at <= %(now)s
+      AND s.enabled AND s.status = %(status_active)s
+      -- Values a claim could not load (see _loadable): never claimed.
+      AND {run_values_loadable}
+      AND {due_at_loadable}
+      AND {scheduled_at_loadable}
+      AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
+      -- The kill switch, by the schedule's tenant and key.
+      AND {not_paused}
+      -- A run missed before it ever started waits for the planner to apply the
+      -- misfire policy. One that started and was released on shutdown is resumed.
+      -- (A forged one is refused all the same: no planner decides it.)
+      AND (o.tenant <> s.tenant
+           OR NOT (o.state = %(scheduled)s AND o.trigger = %(trigger_schedule)s
+                   AND o.attempts = 0
+                   AND o.scheduled_at < %(now)s - {capped_max_delay}))
+      -- Overlap skip/queue: one processing occurrence per schedule at a time. The
+      -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
+      -- its latest version, so two claimers can never both start a run of it.
+      AND (s.overlap = %(overlap_allow)s OR EXISTS (
+            SELECT 1 FROM {schedule} g
+            WHERE g.id = s.id
+              AND (g.running_occurrence IS NULL OR g.running_occurrence = o.id
+                   OR NOT EXISTS (SELECT 1 FROM {occurrence} r
+                                  WHERE r.id = g.running_occurrence
+                                    AND r.state = %(processing)s))
+            FOR NO KEY UPDATE SKIP LOCKED))
+    ORDER BY o.due_at
+    LIMIT %(limit)s
+    FOR UPDATE OF o SKIP LOCKED
+),
+picked AS (
+    SELECT ranked.*, row_number() OVER (ORDER BY due_at, id) AS place FROM (
+        SELECT due.*, row_number() OVER (
+            PARTITION BY schedule_id ORDER BY due_at, id) AS nth
+        FROM due
+    ) ranked
+    WHERE overlap = %(overlap_allow)s OR nth = 1
+),
+-- An occurrence whose tenant is not its schedule's was written behind the store's
+-- back: never run under either tenant's name; dead, saying why.
+forged AS (
+    UPDATE {occurrence} o SET
+        state = %(dead)s, finished_at = %(now)s, lease_owner = '',
+        lease_expires_at = NULL, last_error_type = %(tenant_mismatch)s,
+        last_error_message = 'refused: the occurrence names tenant '
+            || quote_literal(o.tenant) || ' but its schedule belongs to tenant '
+            || quote_literal(s.tenant)
+            || '; it was not written by django_jobs and is not run'
+    FROM picked p, {schedule} s
+    WHERE o.id = p.id AND p.forged AND s.id = p.schedule_id
+    RETURNING o.id
+),
+exhausted AS (
+    UPDATE {occurrence} o SET
+        state = %(dead)s, finished_at = %(now)s, failures = o.failures + 1,
+        lease_owner = '', lease_expires_at = NULL,
+        last_error_type = %(worker_lost)s,
+        last_error_message = 'attempt ' || o.attempts || ' ended without an outcome: '
+            || 'the worker running it stopped (killed, crashed, or paused or cut off '
+            || 'past its lease) before recording one; that used up max_attempts ('
+            || p.max_attempts || '), so it is not run again'
+    FROM picked p
+    WHERE o.id = p.id AND NOT p.forged AND p.lapsed AND o.failures + 1 >= p.max_attempts
+    RETURNING o.id
+),
+claimed AS (
+    UPDATE {occurrence} o SET
+        state = %(processing)s,
+        lease_owner = %(owner)s,
+        lease_expires_at = %(expires)s,
+        due_at = %(expires)s,
+        fencing_token = o.fencing_token + 1,
+        attempts = o.attempts + 1,
+        failures = o.failures + picked.lapsed::int,
+        started_at = %(now)s
+    FROM picked
+    WHERE o.id = picked.id AND NOT picked.forged
+      AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
+    RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
+              o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
+              picked.overlap, picked.place
+),
+guarded AS (
+    -- Rows locked by ``due``: no waiting here.
+    UPDATE {schedule} s SET
+        running_occurrence = c.id,
+        last_started_at = GREATEST(s.last_started_at, %(now)s)
+    FROM claimed c
+    WHERE s.id = c.schedule_id AND c.overlap <> %(overlap_allow)s
+),
+-- Schedules that allow overlap are not locked by ``due``: their recovery point
+-- advances with SKIP LOCKED, so statements that each advance several schedules can
+-- never deadlock. A row locked at that moment is being advanced by another
+-- transaction to an instant a moment apart; the exact instants stay on the
+-- occurrence rows.
+progress AS (
+    UPDATE {schedule} s SET last_started_at = %(now)s
+    WHERE s.id IN (
+        SELECT id FROM {schedule}
+        WHERE id IN (SELECT schedule_id FROM claimed WHERE overlap = %(overlap_allow)s)
+          AND (last_started_at IS NULL OR last_started_at < %(now)s)
+        FOR NO KEY UPDATE SKIP LOCKED
+    )
+),
+lost AS (
+    UPDATE {attempt} a SET finished_at = %(now)s,
+        outcome = CASE WHEN a.outcome = %(attempt_claimed)s THEN %(attempt_unstarted)s
+                       ELSE %(attempt_lease_lost)s END
+    FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted
+          UNION ALL SELECT id FROM forged) c
+    WHERE a.occurrence_id = c.id AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
+),
+new_attempts AS (
+    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                           started_at, outcome, error_type, error_message)
+    SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s,
+           CASE WHEN %(start_now)s::int IS NULL OR place <= %(start_now)s::int
+                THEN %(attempt_running)s ELSE %(attempt_claimed)s END, '', ''
+    FROM claimed
+)
+SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
+       c.attempts, c.trigger, c.failures, c.was_due,
+       {run_fields}
+FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
+UNION ALL
+-- The occurrences a lost attempt dead-lettered, and forged ones: nothing to run.
+-- (Which of the two, in the trigger column.)
+SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL,
+       {no_run_fields}
+FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
+      UNION ALL SELECT id, %(tenant_mismatch)s FROM forged) ended
+ORDER BY was_due NULLS LAST, id

@@ -1,0 +1,54 @@
+-- Completion: the fenced writes that end an attempt, and excusing an outage.
+--
+-- The first four are not statements: each is what the fenced write (sql/fenced_write.sql)
+-- sets on an accepted occurrence besides ending its lease, one per way an attempt ends.
+
+-- name: completed
+state = %(completed)s, finished_at = %(now)s
+
+-- name: retry
+state = %(failed)s, due_at = %(retry_at)s, trigger = %(trigger_retry)s,
+failures = o.failures + 1,
+last_error_type = %(error_type)s, last_error_message = %(error_message)s
+
+-- name: dead
+state = %(dead)s, finished_at = %(now)s,
+failures = o.failures + 1,
+last_error_type = %(error_type)s, last_error_message = %(error_message)s
+
+-- name: released
+-- Claimable again at once, as what it was: a retry stays one.
+state = CASE WHEN o.trigger = %(trigger_retry)s THEN %(failed)s ELSE %(scheduled)s END,
+due_at = %(now)s
+
+-- name: excuse_outage
+WITH counted AS (
+    SELECT a.id FROM {attempt} a
+    WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
+      AND a.replica = %(owner)s
+      AND a.outcome IN (%(attempt_lease_lost)s, %(attempt_fenced_out)s)
+    FOR UPDATE
+),
+excused AS (
+    UPDATE {attempt} a SET outcome = %(attempt_outage)s,
+        finished_at = COALESCE(a.finished_at, %(now)s)
+    FROM counted WHERE a.id = counted.id
+    RETURNING a.id
+),
+revived AS (
+    SELECT o.id FROM {occurrence} o
+    WHERE o.id = %(id)s AND o.state = %(dead)s AND o.fencing_token = %(token)s
+      AND o.last_error_type = %(worker_lost)s AND EXISTS (SELECT 1 FROM excused)
+)
+UPDATE {occurrence} o SET
+    failures = GREATEST(o.failures - 1, 0),
+    state = CASE WHEN o.id IN (SELECT id FROM revived) THEN %(scheduled)s ELSE o.state END,
+    due_at = CASE WHEN o.id IN (SELECT id FROM revived) THEN %(now)s ELSE o.due_at END,
+    finished_at = CASE WHEN o.id IN (SELECT id FROM revived) THEN NULL
+                  ELSE o.finished_at END,
+    last_error_type = CASE WHEN o.id IN (SELECT id FROM revived) THEN ''
+                      ELSE o.last_error_type END,
+    last_error_message = CASE WHEN o.id IN (SELECT id FROM revived) THEN ''
+                         ELSE o.last_error_message END
+WHERE o.id = %(id)s AND EXISTS (SELECT 1 FROM excused)
+RETURNING o.id

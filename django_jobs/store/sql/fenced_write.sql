@@ -1,0 +1,58 @@
+-- The fenced write that ends attempts (sql/completion.sql names what it sets: {accepted}).
+-- Accepted leases get %(outcome)s on their Attempt; refused ones get fenced_out.
+
+-- name: fenced_write
+WITH input AS (
+    SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+),
+-- Rows another transaction has locked are skipped, never waited for: only a
+-- handler's own run.atomic() can hold one (claims skip rows they cannot lock).
+free AS (
+    SELECT o.id FROM {occurrence} o JOIN input ON o.id = input.id
+    WHERE %(skip_locked)s FOR NO KEY UPDATE OF o SKIP LOCKED
+),
+done AS (
+    UPDATE {occurrence} o SET {accepted},
+        lease_owner = '', lease_expires_at = NULL
+    FROM input
+    WHERE o.id = input.id AND o.fencing_token = input.token
+      AND o.lease_owner = %(owner)s AND o.state = %(processing)s
+      AND (NOT %(skip_locked)s OR o.id IN (SELECT id FROM free))
+    RETURNING o.id, o.schedule_id
+),
+ended AS (
+    UPDATE {attempt} a SET
+        outcome = CASE WHEN a.occurrence_id IN (SELECT id FROM done)
+                  THEN %(outcome)s ELSE %(attempt_fenced_out)s END,
+        finished_at = %(now)s,
+        error_type = %(error_type)s,
+        error_message = %(error_message)s
+    FROM input
+    WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
+      AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
+      AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
+),
+ended_runs AS (
+    UPDATE {schedule} s SET
+        running_occurrence = NULL,
+        last_completed_at = CASE WHEN %(completes)s
+            THEN GREATEST(s.last_completed_at, %(now)s) ELSE s.last_completed_at END
+    FROM done
+    WHERE s.id = done.schedule_id AND s.running_occurrence = done.id
+),
+-- Other schedules' recovery point advances with SKIP LOCKED: statements that each
+-- advance several schedules can then never deadlock. A row locked at that moment is
+-- being advanced by another transaction to an instant a moment apart; the exact
+-- instants always stay on the occurrence rows.
+progress AS (
+    UPDATE {schedule} s SET last_completed_at = %(now)s
+    WHERE %(completes)s AND s.id IN (
+        SELECT id FROM {schedule}
+        WHERE id IN (SELECT schedule_id FROM done)
+          AND (running_occurrence IS NULL
+               OR running_occurrence NOT IN (SELECT id FROM done))
+          AND (last_completed_at IS NULL OR last_completed_at < %(now)s)
+        FOR NO KEY UPDATE SKIP LOCKED
+    )
+)
+SELECT id FROM done
