@@ -33,10 +33,9 @@ class Clock(Protocol):
 class SystemClock:
     """The host's UTC clock, optionally corrected by an offset measured against the database.
 
-    Replicas share one timeline only if their clocks agree. Workers call `set_offset()` with the
-    offset the store measured (`store.measure_clock_offset`), or `align()` with the store's
-    reading of the database clock, so lease expiries written by one replica mean the same
-    instant to every other.
+    Replicas share one timeline only if their clocks agree. Workers and ``services.now()``
+    call `align()` with the store's reading of the database clock (tests may `set_offset()`),
+    so lease expiries written by one replica mean the same instant to every other.
     """
 
     def __init__(self, offset: timedelta = timedelta(0)) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ._sql import TENANT_MISMATCH, WORKER_LOST
 from .claims import RUN_FIELDS, claim_runs
-from .clock import database_clock, measure_clock_offset
+from .clock import database_clock
 from .completion import complete, dead_letter, excuse_outage, fail, release
 from .leases import hold, mark_started, renew
 from .operator import cancel_running, replay
@@ -95,7 +95,6 @@ __all__ = [
     "lock_for_sync",
     "lock_schedules_to_plan",
     "mark_started",
-    "measure_clock_offset",
     "next_schedule_due",
     "next_wakeup",
     "notify",

@@ -1,23 +1,12 @@
-"""The database-aligned clock: how far this host's clock is from PostgreSQL's."""
+"""The database's clock, which every replica and interface aligns with (``SystemClock.align``)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from ..clock import ensure_aware_utc
 from ._sql import _named_rows, load_queries
 
 QUERIES = load_queries("clock")
-
-
-def measure_clock_offset(local_now: datetime, local_after: datetime, db_now: datetime) -> timedelta:
-    """The database clock minus this host's, from one round trip bracketed by local readings.
-
-    Assumes the database read its clock half way through the round trip; the error is at most
-    half the round trip.
-    """
-    midpoint = local_now + (local_after - local_now) / 2
-    return ensure_aware_utc(db_now, name="db_now") - ensure_aware_utc(midpoint, name="local")
 
 
 def database_clock() -> datetime:

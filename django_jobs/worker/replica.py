@@ -7,7 +7,6 @@ import os
 import secrets
 import socket
 from datetime import datetime, timedelta
-from typing import NamedTuple
 
 import structlog
 
@@ -26,32 +25,17 @@ def default_replica_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
-class _Sample(NamedTuple):
-    round_trip: timedelta
-    offset: timedelta  # of the database's clock from this one, at the sample
-
-
 def sync_clock(clock: Clock, samples: int = CLOCK_SAMPLES) -> None:
-    """Align a SystemClock with the database's (any other clock is left alone).
-
-    Takes the sample with the shortest round trip, as NTP does: its error is at most half
-    that round trip.
-    """
+    """Align a SystemClock with the database's (any other clock is left alone), keeping the
+    sample with the shortest round trip (``SystemClock.align``): its error is at most half
+    that round trip, logged as ``error_bound_ms``."""
     if not isinstance(clock, SystemClock):
         return
-    best: _Sample | None = None
-    for _ in range(samples):
-        before = clock.now() - clock.offset
-        db_now = store.database_clock()
-        after = clock.now() - clock.offset
-        if best is None or after - before < best.round_trip:
-            best = _Sample(after - before, store.measure_clock_offset(before, after, db_now))
-    assert best is not None
-    clock.set_offset(best.offset)
+    round_trip = clock.align(store.database_clock, samples=samples)
     log.info(
         "clock.synced",
-        offset_ms=round(best.offset.total_seconds() * 1000, 2),
-        error_bound_ms=round(best.round_trip.total_seconds() * 500, 2),  # half, in ms
+        offset_ms=round(clock.offset.total_seconds() * 1000, 2),
+        error_bound_ms=round(round_trip.total_seconds() * 500, 2),  # half, in ms
     )
 
 
