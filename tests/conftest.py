@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ from django_jobs.testing import FakeClock
 from .processes import Cluster, Replica, servers_running
 
 if TYPE_CHECKING:
+    from django_jobs.models import Occurrence
     from django_jobs.registry import Registry
     from django_jobs.worker.loop import Worker
 
@@ -74,6 +75,18 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+def dead(clock: FakeClock) -> Occurrence:
+    """A dead occurrence of ``acme/acme.nightly`` after one failed attempt, the clock a minute
+    later (modules that need another shape define their own ``dead``)."""
+    from .factories import T0, ScheduleFactory, dead_occurrence
+
+    schedule = ScheduleFactory.create(tenant="acme", key="acme.nightly", job="tests.flaky")
+    occurrence = dead_occurrence(schedule)
+    clock.set(T0 + timedelta(minutes=1))
+    return occurrence
 
 
 @pytest.fixture

@@ -39,7 +39,6 @@ from django_jobs.testing import run_due
 from .factories import (
     T0,
     ScheduleFactory,
-    dead_occurrence,
     declaration,
     jobs_with_steps,
     retention_pass,
@@ -64,15 +63,6 @@ def admin(root: User) -> User:
 @pytest.fixture
 def alice() -> User:
     return User.objects.create_user("alice", is_staff=True)
-
-
-@pytest.fixture
-def dead(clock) -> Occurrence:
-    """A dead occurrence after one failed attempt."""
-    schedule = ScheduleFactory.create(tenant="acme", key="acme.nightly", job="tests.flaky")
-    occurrence = dead_occurrence(schedule)
-    clock.set(T0 + timedelta(minutes=1))
-    return occurrence
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from django_jobs.models import (
 from django_jobs.permissions import Forbidden, grant_tenant, visible
 from django_jobs.testing import run_due
 
-from .factories import T0, ScheduleFactory, dead_occurrence
+from .factories import T0, ScheduleFactory
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
@@ -68,15 +68,6 @@ def admin() -> User:
 @pytest.fixture
 def alice() -> User:
     return User.objects.create_user("alice", is_staff=True)
-
-
-@pytest.fixture
-def dead(clock) -> Occurrence:
-    """A dead occurrence after one failed attempt."""
-    schedule = ScheduleFactory.create(tenant="acme", key="acme.nightly", job="tests.flaky")
-    occurrence = dead_occurrence(schedule)
-    clock.set(T0 + timedelta(minutes=1))
-    return occurrence
 
 
 def test_an_object_permission_allows_that_schedule_only(alice, dead, clock):
