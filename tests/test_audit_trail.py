@@ -130,10 +130,9 @@ def test_tenant_staff_see_their_tenants_records_only() -> None:
     assert not any(t in page for t in targets["globex"])
 
 
-def test_records_of_a_removed_schedule_stay_visible() -> None:
-    """Regression: retention's ``schedule.removed`` records were hidden: their schedule was
-    gone, so no visible schedule id matched them."""
-    gone = ScheduleFactory.create(
+def retired_one_off() -> Schedule:
+    """A one-off of acme that retired at T0: retention removes it a day later."""
+    return ScheduleFactory.create(
         tenant="acme",
         key="acme.welcome",
         timing_kind="at",
@@ -141,6 +140,12 @@ def test_records_of_a_removed_schedule_stay_visible() -> None:
         status=ScheduleStatus.RETIRED,
         retired_at=T0,
     )
+
+
+def test_records_of_a_removed_schedule_stay_visible() -> None:
+    """Regression: retention's ``schedule.removed`` records were hidden: their schedule was
+    gone, so no visible schedule id matched them."""
+    gone = retired_one_off()
     removed = store.remove_retired_one_offs(
         now=LATER, keep_without_duration=timedelta(days=1), batch_size=10
     )
@@ -309,14 +314,7 @@ def test_a_removed_one_off_reaches_the_projects_audit_log() -> None:
     """Regression: retention wrote its ``schedule.removed`` records in SQL, past the one
     audit writer."""
     PROJECT_LOG.clear()
-    gone = ScheduleFactory.create(
-        tenant="acme",
-        key="acme.welcome",
-        timing_kind="at",
-        run_at=T0,
-        status=ScheduleStatus.RETIRED,
-        retired_at=T0,
-    )
+    gone = retired_one_off()
     store.remove_retired_one_offs(now=LATER, keep_without_duration=timedelta(days=1), batch_size=1)
     assert [(r["action"], r["schedule_id"], r["after"]) for r in PROJECT_LOG] == [
         ("schedule.removed", gone.pk, {"key": "acme.welcome"})
