@@ -25,6 +25,19 @@ def test_draft_without_decider_or_decide_by_is_refused_by_validation() -> None:
     assert errors["decide_by"] == ["Schedule billing.draft: a draft must name a decide-by date."]
 
 
+def test_a_draft_whose_decider_is_only_spaces_is_refused_as_declarations_refuse_it() -> None:
+    """The model's validation uses the one draft rule (``validation.draft_gaps``), so the
+    admin refuses what a declaration and the system checks refuse."""
+    draft = ScheduleFactory.build(
+        key="billing.draft", status=ScheduleStatus.DRAFT, decider="   ", decide_by=T0.date()
+    )
+    with pytest.raises(ValidationError) as raised:
+        draft.full_clean()
+    assert raised.value.message_dict == {
+        "decider": ["Schedule billing.draft: a draft must name a decider."]
+    }
+
+
 @pytest.mark.parametrize(
     "fields",
     [{}, {"decider": "cfo"}, {"decide_by": T0.date()}],

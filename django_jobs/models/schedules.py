@@ -20,6 +20,7 @@ from ..scheduling.policies import (
     TimingKind,
     choices,
 )
+from ..validation import draft_gaps
 
 
 class Origin(models.TextChoices):
@@ -192,15 +193,8 @@ class Schedule(models.Model):
 
     def clean(self) -> None:
         errors: dict[str, list[str]] = {}
-        if self.status == ScheduleStatus.DRAFT:
-            if not self.decider:
-                errors.setdefault("decider", []).append(
-                    f"Schedule {self}: a draft must name a decider."
-                )
-            if self.decide_by is None:
-                errors.setdefault("decide_by", []).append(
-                    f"Schedule {self}: a draft must name a decide-by date."
-                )
+        for field, message in draft_gaps(self.status, self.decider, self.decide_by):
+            errors.setdefault(field, []).append(f"Schedule {self}: {message}.")
         if errors:
             raise ValidationError(errors)
 
