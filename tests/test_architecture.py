@@ -78,8 +78,8 @@ def test_no_function_in_the_store_or_the_worker_is_over_60_lines(area: str) -> N
     assert long == {}
 
 
-# Every value of a choice a statement compares with or writes: bound as a parameter from the
-# models' choices (store/_sql.py VALUES), never typed into a statement.
+# Every value of a choice a statement compares with or writes: named in the statement and
+# filled in from the models' choices (store/_sql.py VALUES), never typed into it.
 CHOICE_VALUES = sorted(
     {
         str(value)
@@ -172,3 +172,22 @@ def test_dependencies_point_one_way(area: str, forbidden: str) -> None:
         for p in modules_of(area)
     }
     assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_loaded_statements_carry_the_choices_as_literals() -> None:
+    """``load_queries`` fills each state a statement names from the models' choices, so the
+    server sees the same statement in any binding mode (a generic plan of a prepared statement
+    still matches the partial indexes on ``state``)."""
+    from django_jobs.store import _sql, claims, completion, planning, retention
+
+    statements = {
+        f"{module.__name__}.{name}": text
+        for module in (claims, planning, retention)
+        for name, text in module.QUERIES.items()
+    } | {f"completion.{name}": text for name, text in completion.FENCED_WRITES.items()}
+    left = {
+        name: sorted(set(re.findall(r"%\((\w+)\)s", text)) & set(_sql.VALUES))
+        for name, text in statements.items()
+    }
+    assert {name: names for name, names in left.items() if names} == {}
+    assert "o.state IN ('scheduled', 'failed', 'processing')" in claims.QUERIES["claim"]

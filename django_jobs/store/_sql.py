@@ -17,7 +17,6 @@ from psycopg import sql
 
 from ..models import (
     CLAIMABLE_STATES,
-    TERMINAL_STATES,
     Attempt,
     AttemptOutcome,
     AuditRecord,
@@ -57,10 +56,11 @@ WORKER_LOST = "WorkerLost"
 # ``last_error_type`` of an occurrence whose tenant is not its schedule's (never run).
 TENANT_MISMATCH = "TenantMismatch"
 
-# Every state, outcome and kind a statement compares with or writes, bound as a parameter
-# named after it (``%(processing)s``, ``%(terminal)s``): no state name is typed into SQL, so
-# the models' choices are the only spelling. Django's psycopg backend binds client-side, so
-# the server still sees literals and partial indexes on ``state`` keep matching.
+# Every state, outcome and kind a statement compares with or writes, named in the statement
+# after it (``%(processing)s``, ``%(terminal)s``) and filled in from the models' choices when
+# the statement is loaded (``load_queries``): no state name is typed into SQL, and the server
+# sees the literals themselves whatever the connection's binding mode, so the predicates of
+# the partial indexes on ``state`` match even in a prepared (generic) plan.
 VALUES: dict[str, Any] = {
     **{state.value: state.value for state in OccurrenceState},
     **{f"attempt_{o.value}": o.value for o in AttemptOutcome},
@@ -69,9 +69,6 @@ VALUES: dict[str, Any] = {
     **{f"origin_{o.value}": o.value for o in Origin},
     **{f"timing_{k.value}": k.value for k in TimingKind},
     **{f"overlap_{p.value}": p.value for p in Overlap},
-    "terminal": [str(state) for state in TERMINAL_STATES],
-    "claimable": [str(state) for state in CLAIMABLE_STATES],
-    "one_off": [TimingKind.AT.value, TimingKind.AFTER.value],
     "worker_lost": WORKER_LOST,
     "tenant_mismatch": TENANT_MISMATCH,
 }
@@ -87,7 +84,8 @@ def load_queries(concern: str, **fragments: str) -> dict[str, str]:
     placeholders with SQL the caller composed (guards shared by several statements). A
     placeholder naming a query earlier in the file is filled with that query, so a statement
     another one embeds is written once. Literal braces in a statement are doubled, as with
-    ``str.format``.
+    ``str.format``. Last, each ``%(<name>)s`` of ``VALUES`` becomes that value's literal
+    (``psycopg.sql.Literal``); the other ``%(...)s`` are the caller's parameters.
     """
     text = (SQL_DIR / f"{concern}.sql").read_text()
     tables = {name: sql.Identifier(table) for name, table in TABLES.items()}
@@ -97,21 +95,36 @@ def load_queries(concern: str, **fragments: str) -> dict[str, str]:
         name, _, body = block.partition("\n")
         earlier = {query: sql.SQL(composed) for query, composed in queries.items()}
         composed = sql.SQL(body.strip()).format(**tables, **earlier, **parts)
-        queries[name.strip()] = composed.as_string(None)
+        queries[name.strip()] = _with_values(composed.as_string(None))
     return queries
 
 
+_PARAMETER = re.compile(r"%\((\w+)\)s")
+
+
+def _with_values(statement: str) -> str:
+    """``statement`` with each ``%(<name>)s`` of ``VALUES`` replaced by its literal."""
+
+    def literal(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in VALUES:
+            return match.group(0)
+        return sql.Literal(VALUES[name]).as_string(None)
+
+    return _PARAMETER.sub(literal, statement)
+
+
 def _rows(query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Run one statement with ``params`` (and the ``VALUES`` of every state); its rows."""
+    """Run one statement with ``params``; its rows."""
     with connection.cursor() as cursor:
-        cursor.execute(query, {**VALUES, **params})
+        cursor.execute(query, params)
         return list(cursor.fetchall()) if cursor.description else []
 
 
 def _named_rows(query: str, params: dict[str, Any]) -> list[Any]:
     """Rows as named tuples, their fields named by the statement's column names."""
     with connection.cursor() as cursor:
-        cursor.execute(query, {**VALUES, **params})
+        cursor.execute(query, params)
         row = _row_type(tuple(column.name for column in cursor.description))
         return [row(*values) for values in cursor.fetchall()]
 
@@ -123,12 +136,10 @@ def _row_type(columns: tuple[str, ...]) -> Any:
 
 
 def _one_of(values: Iterable[str]) -> str:
-    """SQL: the placeholders of ``values`` (each bound from ``VALUES``), for ``IN (...)``.
-
-    Bound one by one, the server sees the list of literals the partial indexes' predicates
-    name (``state IN ('scheduled', ...)``), as when the states were typed into the statement.
-    """
-    return sql.SQL(", ").join(sql.Placeholder(str(value)) for value in values).as_string(None)
+    """SQL: the literals of ``values`` (states from the models' choices), for ``IN (...)``:
+    the list the partial indexes' predicates name (``state IN ('scheduled', ...)``), so a
+    statement that says it uses those indexes."""
+    return sql.SQL(", ").join(sql.Literal(str(value)) for value in values).as_string(None)
 
 
 # The claimable states, for ``state IN ({claimable_states})``.

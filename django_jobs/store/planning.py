@@ -23,7 +23,6 @@ from ..scheduling.policies import Overlap
 from ._sql import (
     _SCHEDULE_VALUES,
     CLAIMABLE_IN,
-    VALUES,
     _all_loadable,
     _capped,
     _loadable,
@@ -171,7 +170,6 @@ def lock_schedules_to_plan(
     handler (``park_unplannable``) whose job is among them are taken up again first.
     """
     params: dict[str, Any] = {
-        **VALUES,
         "now": ensure_aware_utc(now, name="now"),
         "limit": limit,
         "excluded": list(exclude_keys),

@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from .. import audit
 from ..clock import ensure_aware_utc
 from ..models import TERMINAL_STATES, OccurrenceState, ScheduleStatus
-from ._sql import VALUES, _one_of, _rows, load_queries
+from ._sql import _one_of, _rows, load_queries
 
 QUERIES = load_queries(
     "retention",
@@ -49,7 +49,7 @@ def purge_batch(schedule_id: int, *, now: datetime, batch_size: int) -> int:
     """
     params: dict[str, Any] = {"schedule": schedule_id, "now": now, "batch": batch_size}
     with connection.cursor() as cursor:
-        cursor.execute(QUERIES["purge_batch"], {**VALUES, **params})
+        cursor.execute(QUERIES["purge_batch"], params)
         return int(cursor.rowcount)
 
 
