@@ -1,0 +1,96 @@
+"""``python -m bench.perf.compare --base REV``: the thundering second before and after a change.
+
+A restructuring must not slow the user's path, and one run of a burst on a shared machine
+varies by a fifth. So the same scenario runs alternately on a checkout of ``REV`` (a git
+worktree in a temporary folder) and on this checkout, round after round, and the report is
+the paired ratio of each round (new over base), its geometric mean and twice its standard
+error, beside the medians. Each side gets its own fresh database (``--database``-style names
+``bench_compare_base`` and ``bench_compare_new``), on the server ``DATABASE_URL`` names (its
+``postgres`` database is used to create them) or on embedded PostgreSQL without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..postgres import ROOT
+
+FIGURES = ("per_second", "workers_cpu_s", "postgres_cpu_s", "makespan_s", "lateness_p99_s")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.perf.compare", description=__doc__)
+    parser.add_argument("--base", required=True, help="the git revision to compare against")
+    parser.add_argument("--rounds", type=int, default=8, help="base/new pairs (default 8)")
+    parser.add_argument("--schedules", type=int, default=10000, help="S of the burst")
+    return parser.parse_args(argv)
+
+
+def run_side(checkout: Path, *, side: str, schedules: int, out: Path) -> dict[str, float]:
+    """One thundering-second run on ``checkout``; its figures."""
+    command = [
+        sys.executable,
+        "-m",
+        "bench.perf",
+        "--scenarios",
+        "thundering",
+        "--schedules",
+        str(schedules),
+        "--database",
+        f"bench_compare_{side}",
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    (row,) = [r for r in rows if r.get("scenario", "").startswith("thundering")]
+    return {figure: float(row[figure]) for figure in FIGURES}
+
+
+def paired(base: list[float], new: list[float]) -> tuple[float, float]:
+    """The geometric mean of new/base over the rounds, and twice its standard error."""
+    logs = [math.log(n / b) for b, n in zip(base, new, strict=True)]
+    spread = statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else 0.0
+    return math.exp(statistics.mean(logs)), 2 * spread
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
+        base_checkout = Path(tmp) / "base"
+        git = ["git", "-C", str(ROOT)]
+        subprocess.run([*git, "worktree", "add", "-q", str(base_checkout), args.base], check=True)
+        try:
+            runs: dict[str, list[dict[str, float]]] = {"base": [], "new": []}
+            for n in range(args.rounds):
+                for side, checkout in (("base", base_checkout), ("new", ROOT)):
+                    out = Path(tmp) / f"{side}-{n}"
+                    runs[side].append(
+                        run_side(checkout, side=side, schedules=args.schedules, out=out)
+                    )
+                    figures = runs[side][-1]
+                    print(f"round {n + 1} {side}: {figures['per_second']:.0f} occurrences/s")
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(base_checkout)], check=True)
+    print(f"\nthundering second, S = {args.schedules}, {args.rounds} rounds, base {args.base}")
+    print("| figure | base median | new median | new/base (paired) |")
+    print("|---|---|---|---|")
+    for figure in FIGURES:
+        base = [r[figure] for r in runs["base"]]
+        new = [r[figure] for r in runs["new"]]
+        ratio, error = paired(base, new)
+        print(
+            f"| {figure} | {statistics.median(base):.3f} | {statistics.median(new):.3f} "
+            f"| {ratio:.3f} ± {error:.3f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
