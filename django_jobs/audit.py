@@ -72,15 +72,16 @@ def record(
     action: str,
     tenant: str,
     schedule_id: int | None,
-    target_type: str,
-    target_id: str,
     reason: str,
+    target_type: str = "schedule",
+    target_id: str | None = None,
     before: Mapping[str, Any] | None = None,
     after: Mapping[str, Any] | None = None,
 ) -> None:
     """Record one action in the caller's transaction, in the project's audit log when
     ``DJANGO_JOBS["AUDIT_LOG"]`` names one (called with these keyword arguments, plus
-    ``actor_id``), otherwise as an ``AuditRecord``."""
+    ``actor_id``), otherwise as an ``AuditRecord``. The target is the schedule itself unless
+    ``target_type`` and ``target_id`` name something of it (an occurrence)."""
     who = actor_of(actor)
     fields = {
         "at": at,
@@ -90,7 +91,7 @@ def record(
         "tenant": tenant,
         "schedule_id": schedule_id,
         "target_type": target_type,
-        "target_id": target_id,
+        "target_id": target_id if target_id is not None else str(schedule_id),
         "reason": reason,
         "before": {k: _jsonable(v) for k, v in (before or {}).items()},
         "after": {k: _jsonable(v) for k, v in (after or {}).items()},

@@ -41,7 +41,7 @@ def record(
         tenant=schedule.tenant,
         schedule_id=schedule.pk,
         target_type=target_type,
-        target_id=target_id or str(schedule.pk),
+        target_id=target_id,
         reason=reason,
         before=changes.get("before"),
         after=changes.get("after"),

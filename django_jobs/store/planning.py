@@ -332,8 +332,6 @@ def record_skip_summary(
         action="misfire.skipped",
         tenant=schedule.tenant,
         schedule_id=schedule.pk,
-        target_type="schedule",
-        target_id=str(schedule.pk),
         reason=f"{count} missed occurrences skipped by misfire policy {schedule.misfire}",
         after={"count": count, "first": first, "last": last},
     )

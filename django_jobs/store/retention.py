@@ -89,8 +89,6 @@ def retire_one_offs(*, now: datetime) -> list[ScheduleName]:
                 action="schedule.retired",
                 tenant=schedule.tenant,
                 schedule_id=schedule.id,
-                target_type="schedule",
-                target_id=str(schedule.id),
                 reason="a one-off whose occurrence is final",
                 before={"status": ScheduleStatus.ACTIVE.value},
                 after={"status": ScheduleStatus.RETIRED.value},
@@ -121,8 +119,6 @@ def remove_retired_one_offs(
                 action="schedule.removed",
                 tenant=schedule.tenant,
                 schedule_id=schedule.id,
-                target_type="schedule",
-                target_id=str(schedule.id),
                 reason="a retired one-off past its retention",
                 after={"key": schedule.key},
             )
