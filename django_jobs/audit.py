@@ -12,7 +12,7 @@ username cannot take over) or one of the system's own names (``django_jobs.sync`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -27,6 +27,8 @@ from .validation import printable
 # The system's own actors (no user id): the plan pass and automatic retention.
 PLANNER = "django_jobs.planner"
 RETENTION = "django_jobs.retention"
+# Rows per INSERT when records are written in bulk (a sync of thousands of schedules).
+BULK_BATCH = 2000
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def record(
+def entry(
     *,
     at: datetime,
     actor: Any,
@@ -77,13 +79,11 @@ def record(
     target_id: str | None = None,
     before: Mapping[str, Any] | None = None,
     after: Mapping[str, Any] | None = None,
-) -> None:
-    """Record one action in the caller's transaction, in the project's audit log when
-    ``DJANGO_JOBS["AUDIT_LOG"]`` names one (called with these keyword arguments, plus
-    ``actor_id``), otherwise as an ``AuditRecord``. The target is the schedule itself unless
+) -> dict[str, Any]:
+    """The fields of one audit record: the target is the schedule itself unless
     ``target_type`` and ``target_id`` name something of it (an occurrence)."""
     who = actor_of(actor)
-    fields = {
+    return {
         "at": at,
         "actor": who.name,
         "actor_id": who.id,
@@ -96,8 +96,33 @@ def record(
         "before": {k: _jsonable(v) for k, v in (before or {}).items()},
         "after": {k: _jsonable(v) for k, v in (after or {}).items()},
     }
+
+
+def record(**fields: Any) -> None:
+    """Record one action (the keyword arguments of :func:`entry`) in the caller's
+    transaction, in the project's audit log when ``DJANGO_JOBS["AUDIT_LOG"]`` names one
+    (called with the record's fields, ``actor_id`` among them), otherwise as an
+    ``AuditRecord``."""
+    record_all([entry(**fields)])
+
+
+def record_all(
+    entries: Sequence[dict[str, Any]],
+    *,
+    insert: Callable[[Sequence[AuditRecord]], object] | None = None,
+) -> None:
+    """Record every one of ``entries`` (each made by :func:`entry`) in the caller's
+    transaction: one call of the project's audit log each, or ``AuditRecord`` rows inserted
+    together (by ``insert``, the store's bulk writer for a sync of thousands; by default one
+    bulk INSERT)."""
     audit_log = get_settings().AUDIT_LOG
     if audit_log:
-        import_string(audit_log)(**fields)
+        write = import_string(audit_log)
+        for fields in entries:
+            write(**fields)
+        return
+    rows = [AuditRecord(**fields) for fields in entries]
+    if insert is not None:
+        insert(rows)
     else:
-        AuditRecord.objects.create(**fields)
+        AuditRecord.objects.bulk_create(rows, batch_size=BULK_BATCH)

@@ -2,15 +2,15 @@
 
 Occurrence and lease state is written only by `django_jobs.store`; these classes declare fields,
 constraints and indexes, and validate schedule records. One module per noun: ``schedules``,
-``occurrences``, ``access`` (grants and the audit trail) and ``fleet`` (replicas, retention).
-Django finds the models here: every one is imported below, and every name is importable from
-``django_jobs.models`` as before.
+``occurrences``, ``access`` (grants and the audit trail) and ``fleet`` (replicas, retention,
+the last sync). Django finds the models here: every one is imported below, and every name
+is importable from ``django_jobs.models`` as before.
 """
 
 from __future__ import annotations
 
 from .access import AuditRecord, TenantGrant
-from .fleet import Replica, ReplicaState, RetentionState
+from .fleet import Replica, ReplicaState, RetentionState, SyncState
 from .occurrences import (
     CLAIMABLE_STATES,
     TERMINAL_STATES,
@@ -54,6 +54,7 @@ __all__ = [
     "ScheduleStatus",
     "SkipReason",
     "Step",
+    "SyncState",
     "TenantGrant",
     "Trigger",
 ]

@@ -53,3 +53,22 @@ class RetentionState(models.Model):
 
     def __str__(self) -> str:
         return f"retention at {self.finished_at.isoformat()} by {self.replica}"
+
+
+class SyncState(models.Model):
+    """The declared set the last completed sync wrote, fleet-wide (one row): a replica whose
+    declarations have the same fingerprint skips its start-up sync (docs/worker.md,
+    "Start-up")."""
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=1, editable=False)
+    fingerprint = models.CharField(max_length=64)  # sha256 of the declared set, hex
+    schedules = models.PositiveIntegerField(default=0)  # declarations in the set
+    synced_at = models.DateTimeField()
+    synced_by = models.CharField(max_length=200)  # the replica or the command that synced
+    seconds = models.FloatField(default=0)  # how long that sync took
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(id=1), name="django_jobs_one_sync")]
+
+    def __str__(self) -> str:
+        return f"declared set {self.fingerprint[:12]} synced at {self.synced_at.isoformat()}"

@@ -13,7 +13,8 @@ therefore neither borrow a permission nor mislabel an audit record.
 
 The package is laid out by noun; callers use ``services.<name>``, never a module of it:
 
-- ``schedules``: ``sync_schedules`` (declared schedules) and ``upsert_schedule`` (run-time);
+- ``sync``: ``sync_schedules`` and ``sync_if_changed`` (declared schedules, as a set);
+- ``schedules``: ``upsert_schedule`` (run-time schedules, one at a time);
 - ``inspection``: the permission-scoped lookups and ``inspect_schedule``/``inspect_occurrence``;
 - ``replays``: ``replay`` and ``replay_at``;
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``;
@@ -35,7 +36,8 @@ from .inspection import (
 )
 from .operator import DISABLED_FIELDS, disable, enable, purge, run_now
 from .replays import replay, replay_at
-from .schedules import PARKED_FIELDS, TIMING_FIELDS, SyncReport, sync_schedules, upsert_schedule
+from .schedules import PARKED_FIELDS, TIMING_FIELDS, upsert_schedule
+from .sync import SyncReport, fingerprint, sync_if_changed, sync_schedules
 from .timeline import now
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "enable",
     "find_occurrence",
     "find_schedule",
+    "fingerprint",
     "inspect_occurrence",
     "inspect_schedule",
     "now",
@@ -58,6 +61,7 @@ __all__ = [
     "replay_at",
     "replica_health",
     "run_now",
+    "sync_if_changed",
     "sync_schedules",
     "upsert_schedule",
     "visible_schedules",

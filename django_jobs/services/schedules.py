@@ -1,14 +1,13 @@
-"""Schedule records: declared ones written by sync, run-time ones by ``upsert_schedule``.
+"""Run-time schedule records, written one at a time by ``upsert_schedule``, and the rules of
+a record change it shares with ``sync`` (which writes declared ones as a set).
 
-Both go through one upsert, which writes the record, its retention Limit and its runbooks, and
-audits every change (a timing change as ``schedule.timing_changed``, a revival as
-``schedule.revived``).
+An upsert writes the record, its retention Limit and its runbooks, and audits every change
+(a timing change as ``schedule.timing_changed``, a revival as ``schedule.revived``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +19,7 @@ from ..declarations import Declaration, InvalidSchedule, local_time_gaps
 from ..exceptions import JobsError
 from ..models import Limit, Origin, Schedule, ScheduleStatus
 from ..registry import registry
-from ..scheduling.timings import After, At
+from ..scheduling.timings import After
 from ..validation import need_reason
 from .rows import need_user, record
 
@@ -40,27 +39,6 @@ TIMING_FIELDS = (
     "on_excluded",
 )
 PARKED_FIELDS = ["parked_at", "parked_field", "parked_reason"]
-
-
-@dataclass
-class SyncReport:
-    created: list[str] = field(default_factory=list)
-    updated: list[str] = field(default_factory=list)
-    retired: list[str] = field(default_factory=list)
-    unchanged: list[str] = field(default_factory=list)
-    # Schedules whose inspection, replay and disable runbooks were written or brought up to
-    # date (every created one, and any whose runbooks were missing or stale).
-    runbooks: list[str] = field(default_factory=list)
-    # Declared one-offs whose occurrence already became final: not created again.
-    consumed: list[str] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        consumed = f", {len(self.consumed)} consumed one-off(s)" if self.consumed else ""
-        return (
-            f"{len(self.created)} created, {len(self.updated)} updated, "
-            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged{consumed}; "
-            f"runbooks written for {len(self.runbooks)}"
-        )
 
 
 @dataclass(frozen=True)
@@ -145,7 +123,7 @@ def _update(
         unpark(existing, now=write.now)
     existing.full_clean(exclude=["running_occurrence"])
     existing.save()
-    action = _change_action(before, timing_changed=timing_changed)
+    action = change_action(before, timing_changed=timing_changed)
     record(
         existing,
         now=write.now,
@@ -165,7 +143,7 @@ def unpark(schedule: Schedule, *, now: datetime) -> None:
     schedule.next_due_at = now
 
 
-def _change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
+def change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
     """How a change is named in the audit: a retired schedule made active (or draft) again is
     ``schedule.revived``, so a reader never mistakes it for an edit of a live one."""
     if before.get("status") == ScheduleStatus.RETIRED:
@@ -180,76 +158,6 @@ def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:
         return False
     Limit.objects.update_or_create(schedule=schedule, defaults=wanted)
     return True
-
-
-def sync_schedules(
-    declarations: Iterable[Declaration], *, now: datetime, actor: str = "django_jobs.sync"
-) -> SyncReport:
-    """Write declared schedules to ``Schedule`` rows.
-
-    New declarations are created; changed ones updated (a timing change leaves an
-    ``AuditRecord`` with before and after); code-declared schedules no longer declared are
-    retired, never deleted, so their history stays. Run-time schedules are left alone.
-    Concurrent syncs (every replica syncs at start) are serialised.
-    """
-    write = _Write(ensure_aware_utc(now, name="now"), actor, "declared in code", Origin.CODE)
-    report = SyncReport()
-    with transaction.atomic():
-        store.lock_for_sync()
-        consumed = store.consumed_one_offs()
-        seen: set[int] = set()
-        for declaration in declarations:
-            if _consumed_by(declaration) in consumed:
-                report.consumed.append(declaration.label)
-                continue
-            existing = _locked_key(declaration.tenant, declaration.key)
-            done = _upsert(declaration, existing=existing, write=write)
-            seen.add(done.schedule.pk)
-            getattr(report, done.what).append(str(done.schedule))
-            if done.runbooks:
-                report.runbooks.append(str(done.schedule))
-        report.retired += _retire_undeclared(seen, write)
-        if report.created or report.updated:
-            store.notify("sync")  # serving replicas plan the changed schedules now
-    return report
-
-
-def _retire_undeclared(seen: set[int], write: _Write) -> list[str]:
-    """Retire the code-declared schedules not among ``seen`` (no longer declared): audited,
-    never deleted, so their history stays."""
-    gone = (
-        Schedule.objects.select_for_update()
-        .filter(origin=Origin.CODE)
-        .exclude(pk__in=seen)
-        .exclude(status=ScheduleStatus.RETIRED)
-    )
-    retired = []
-    for schedule in gone:
-        record(
-            schedule,
-            now=write.now,
-            actor=write.actor,
-            action="schedule.retired",
-            reason="no longer declared in code",
-            before={"status": schedule.status},
-            after={"status": ScheduleStatus.RETIRED},
-        )
-        schedule.status = ScheduleStatus.RETIRED
-        schedule.updated_at = schedule.retired_at = write.now
-        schedule.save(update_fields=["status", "updated_at", "retired_at"])
-        retired.append(str(schedule))
-    return retired
-
-
-def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
-    """How a consumed one-off of this declaration is recorded (``ConsumedOneOff``), or None
-    for a recurring declaration."""
-    timing = declaration.timing
-    if isinstance(timing, At):
-        return (declaration.tenant, declaration.key, "at", timing.instant, None)
-    if isinstance(timing, After):
-        return (declaration.tenant, declaration.key, "after", None, timing.delay)
-    return None
 
 
 def upsert_schedule(

@@ -25,6 +25,7 @@ from ._sql import TENANT_MISMATCH, WORKER_LOST
 from .claims import RUN_FIELDS, claim_runs
 from .clock import database_clock
 from .completion import complete, dead_letter, excuse_outage, fail, release
+from .declared import copy_in, reserve_schedule_ids
 from .leases import hold, mark_started, renew
 from .operator import cancel_running, replay
 from .planning import (
@@ -85,6 +86,7 @@ __all__ = [
     "claim_runs",
     "complete",
     "consumed_one_offs",
+    "copy_in",
     "database_clock",
     "dead_letter",
     "excuse_outage",
@@ -113,6 +115,7 @@ __all__ = [
     "remove_retired_one_offs",
     "renew",
     "replay",
+    "reserve_schedule_ids",
     "retire_one_offs",
     "schedules_with_limits",
     "step_done",

@@ -1,0 +1,413 @@
+"""``jobs sync``: the declared schedules written to their records as a set, in a handful of
+statements, whatever their number.
+
+1. Read once: the records of every declared key and every code-declared record, their Limits
+   and their runbooks (three queries).
+2. Compare in Python: new, changed, unchanged, no longer declared.
+3. Write in bulk: new records with their Limits, runbooks and audit; changed records (locked
+   first, ``FOR NO KEY UPDATE``, and compared again on the locked version); records no longer
+   declared retired.
+
+Only rows that change are locked, and only for the sync's own short transaction: an
+unchanged sync writes no schedule row and locks none, so it never keeps a claim or a plan
+pass from a schedule (claims skip a locked schedule row). Syncs are serialised by an advisory
+lock that nothing else takes.
+
+The fingerprint of the declared set is recorded (``SyncState``) by every completed sync: a
+replica whose declarations have that fingerprint skips its start-up sync
+(``sync_if_changed``), so a rolling deploy of N replicas runs one sync, not N.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+
+from .. import audit, runbooks, store
+from ..clock import ensure_aware_utc
+from ..declarations import Declaration
+from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
+from ..scheduling.timings import After, At
+from .schedules import TIMING_FIELDS, change_action, unpark
+
+SYNC_ACTOR = "django_jobs.sync"
+REASON = "declared in code"
+BATCH = 1000  # rows per bulk INSERT or UPDATE statement
+
+# Bumped when what a sync writes for the same declarations changes (new columns, new
+# defaults): a replica of the new release then syncs even though its declarations did not
+# change. Runbook texts need no bump: the fingerprint includes them.
+FORMAT = 1
+
+
+@dataclass
+class SyncReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    retired: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    # Schedules whose inspection, replay and disable runbooks were written or brought up to
+    # date (every created one, and any whose runbooks were missing or stale).
+    runbooks: list[str] = field(default_factory=list)
+    # Declared one-offs whose occurrence already became final: not created again.
+    consumed: list[str] = field(default_factory=list)
+    # Not synced: the last completed sync wrote this same declared set (``sync_if_changed``).
+    skipped: bool = False
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        if self.skipped:
+            return "skipped: the declared set is unchanged since the last sync"
+        consumed = f", {len(self.consumed)} consumed one-off(s)" if self.consumed else ""
+        return (
+            f"{len(self.created)} created, {len(self.updated)} updated, "
+            f"{len(self.retired)} retired, {len(self.unchanged)} unchanged{consumed}; "
+            f"runbooks written for {len(self.runbooks)}"
+        )
+
+
+@dataclass(frozen=True)
+class _Sync:
+    """Who syncs, when, and how the sync is recorded in ``SyncState``."""
+
+    now: datetime
+    actor: str
+    by: str
+    fingerprint: str
+    count: int
+
+
+def fingerprint(declarations: Sequence[Declaration]) -> str:
+    """sha256 of the declared set: every field each declaration writes, in key order, and
+    the runbook texts this release writes (a new release that words them differently syncs
+    again)."""
+    digest = hashlib.sha256(f"format {FORMAT}\n".encode())
+    probes = (Schedule(tenant="", key="k"), Schedule(tenant="t", key="k"))
+    digest.update(json.dumps([runbooks.procedures(p) for p in probes], sort_keys=True).encode())
+    for d in sorted(declarations, key=lambda d: (d.tenant, d.key)):
+        fields = {**d.record_fields(), **d.limit_fields(), "tenant": d.tenant, "key": d.key}
+        digest.update(json.dumps(fields, sort_keys=True, default=repr).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def sync_schedules(
+    declarations: Iterable[Declaration],
+    *,
+    now: datetime,
+    actor: str = SYNC_ACTOR,
+    by: str = "jobs sync",
+) -> SyncReport:
+    """Write declared schedules to ``Schedule`` rows.
+
+    New declarations are created; changed ones updated (a timing change leaves an
+    ``AuditRecord`` with before and after); code-declared schedules no longer declared are
+    retired, never deleted, so their history stays. Run-time schedules are left alone, unless
+    a declaration takes over their key. Concurrent syncs are serialised. ``by`` (the command
+    or replica) is recorded with the set's fingerprint."""
+    return _run(list(declarations), now=now, actor=actor, by=by, only_if_changed=False)
+
+
+def sync_if_changed(declarations: Iterable[Declaration], *, now: datetime, by: str) -> SyncReport:
+    """The start-up sync of a replica: skipped when the last completed sync wrote this
+    declared set. A sync in progress elsewhere is waited for, then the set checked again, so
+    replicas started together run one sync between them."""
+    return _run(list(declarations), now=now, actor=SYNC_ACTOR, by=by, only_if_changed=True)
+
+
+def synced(digest: str) -> bool:
+    """Whether the last completed sync wrote the declared set of fingerprint ``digest``."""
+    return SyncState.objects.filter(id=1, fingerprint=digest).exists()
+
+
+def _run(
+    declarations: list[Declaration], *, now: datetime, actor: str, by: str, only_if_changed: bool
+) -> SyncReport:
+    started = time.monotonic()
+    now = ensure_aware_utc(now, name="now")
+    sync = _Sync(now, actor, by, fingerprint(declarations), len(declarations))
+    if only_if_changed and synced(sync.fingerprint):
+        return SyncReport(skipped=True)
+    with transaction.atomic():
+        store.lock_for_sync()  # waits for a sync in progress
+        if only_if_changed and synced(sync.fingerprint):
+            return SyncReport(skipped=True)
+        report = _write(declarations, sync)
+        report.seconds = time.monotonic() - started
+        SyncState.objects.update_or_create(
+            id=1,
+            defaults={
+                "fingerprint": sync.fingerprint,
+                "schedules": sync.count,
+                "synced_at": now,
+                "synced_by": by[:200],
+                "seconds": report.seconds,
+            },
+        )
+        if report.created or report.updated or report.retired:
+            store.notify("sync")  # serving replicas plan the changed schedules now
+    return report
+
+
+def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
+    report = SyncReport()
+    consumed = store.consumed_one_offs()
+    live = []
+    for declaration in declarations:
+        if _consumed_by(declaration) in consumed:
+            report.consumed.append(declaration.label)
+        else:
+            live.append(declaration)
+    records = _read_records(live)
+    fresh = [d for d in live if (d.tenant, d.key) not in records]
+    kept = [(d, records[(d.tenant, d.key)]) for d in live if (d.tenant, d.key) in records]
+    created = _create(fresh, sync)
+    changed = _update(kept, sync)
+    limited = _set_limits(kept)
+    stale = _write_runbooks([s for _, s in kept])
+    declared = {(d.tenant, d.key) for d in live}
+    report.retired = _retire(
+        [s for k, s in records.items() if k not in declared and s.origin == Origin.CODE], sync
+    )
+    for _, schedule in kept:
+        moved = schedule.pk in changed or schedule.pk in limited
+        (report.updated if moved else report.unchanged).append(str(schedule))
+    report.created = [str(s) for s in created]
+    written = {s.pk for s in created} | stale
+    report.runbooks = [str(s) for s in [*created, *(s for _, s in kept)] if s.pk in written]
+    return report
+
+
+def _read_records(declarations: list[Declaration]) -> dict[tuple[str, str], Schedule]:
+    """The records of the declared keys (of any origin: a declaration takes over a run-time
+    schedule of its key) and every code-declared record, by (tenant, key): one query."""
+    keys = sorted({d.key for d in declarations})
+    wanted = {(d.tenant, d.key) for d in declarations}
+    rows = Schedule.objects.filter(origin=Origin.CODE) | Schedule.objects.filter(key__in=keys)
+    return {
+        (s.tenant, s.key): s for s in rows if s.origin == Origin.CODE or (s.tenant, s.key) in wanted
+    }
+
+
+def _fields(declaration: Declaration, created_at: datetime) -> dict[str, Any]:
+    """The columns ``declaration`` sets on a record created at ``created_at``."""
+    timing = declaration.timing
+    if isinstance(timing, After):  # "after" counts from the record's creation
+        timing = timing.created(created_at)
+    return {**declaration.record_fields(), **timing.record_fields()}
+
+
+def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
+    """New records with their Limits, runbooks and ``schedule.created`` audit records, each
+    kind copied in with one statement."""
+    made = {}
+    for declaration, pk in zip(
+        declarations, store.reserve_schedule_ids(len(declarations)), strict=True
+    ):
+        made[declaration] = Schedule(
+            pk=pk,
+            tenant=declaration.tenant,
+            key=declaration.key,
+            origin=Origin.CODE,
+            created_at=sync.now,
+            updated_at=sync.now,
+            next_due_at=sync.now,  # planned at the next pass
+            **_fields(declaration, sync.now),
+        )
+    store.copy_in(list(made.values()))
+    store.copy_in([Limit(schedule=s, **d.limit_fields()) for d, s in made.items()])
+    store.copy_in(
+        [
+            Runbook(schedule=s, kind=kind, **texts)
+            for s in made.values()
+            for kind, texts in runbooks.procedures(s).items()
+        ]
+    )
+    audit.record_all(
+        [_entry(s, sync, "schedule.created", after=_fields(d, sync.now)) for d, s in made.items()],
+        insert=store.copy_in,
+    )
+    return list(made.values())
+
+
+def _changes(schedule: Schedule, declaration: Declaration) -> dict[str, Any]:
+    fields = _fields(declaration, schedule.created_at)
+    changed = {k: v for k, v in fields.items() if getattr(schedule, k) != v}
+    if schedule.origin != Origin.CODE:
+        changed["origin"] = Origin.CODE
+    return changed
+
+
+def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
+    """Bring changed records to their declarations; return their primary keys.
+
+    The changed rows are locked and read again, and compared on that version: a concurrent
+    write (an operator's disable, the planner's advance) is never overwritten with what the
+    first read saw, and a one-off consumed meanwhile is not revived."""
+    wanted = {s.pk: d for d, s in kept if _changes(s, d)}
+    if not wanted:
+        return set()
+    locked = list(
+        Schedule.objects.select_for_update(no_key=True).filter(pk__in=wanted).order_by("pk")
+    )
+    if any(s.status == ScheduleStatus.RETIRED for s in locked):
+        consumed = store.consumed_one_offs()
+        locked = [s for s in locked if _consumed_by(wanted[s.pk]) not in consumed]
+    written, columns, entries = [], {"updated_at"}, []
+    for schedule in locked:
+        changed = _changes(schedule, wanted[schedule.pk])
+        if not changed:
+            continue
+        before = {k: getattr(schedule, k) for k in changed}
+        timing_changed = any(k in TIMING_FIELDS for k in changed)
+        action = change_action(before, timing_changed=timing_changed)
+        parked = f"{schedule.parked_field}: {schedule.parked_reason}"
+        if schedule.parked_field:  # written again: the planner checks the new record
+            before["parked"], changed["parked"] = parked, ""
+        columns |= _apply(schedule, changed, sync.now, replan=timing_changed)
+        entries.append(_entry(schedule, sync, action, before=before, after=changed))
+        written.append(schedule)
+    Schedule.objects.bulk_update(written, sorted(columns), batch_size=BATCH)
+    audit.record_all(entries, insert=store.copy_in)
+    return {s.pk for s in written}
+
+
+def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan: bool) -> set[str]:
+    """Set ``changed`` on ``schedule`` as one update of it does (a revived one is no longer
+    retired; a timing or status change re-plans it; a parked one is unparked); return the
+    columns written."""
+    columns = {name for name in changed if name != "parked"}
+    for name in columns:
+        setattr(schedule, name, changed[name])
+    schedule.updated_at = now
+    if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
+        schedule.retired_at = None
+        columns.add("retired_at")
+    if replan or "status" in changed:
+        schedule.next_due_at = now  # re-plan from the recovery point with the new timing
+        columns.add("next_due_at")
+    if schedule.parked_field:
+        unpark(schedule, now=now)
+        columns |= {"parked_at", "parked_field", "parked_reason", "next_due_at"}
+    schedule.full_clean(
+        exclude=["running_occurrence"], validate_unique=False, validate_constraints=False
+    )
+    return columns
+
+
+def _set_limits(kept: list[tuple[Declaration, Schedule]]) -> set[int]:
+    """Bring the Limits of existing records to their declarations; return the primary keys
+    of the schedules whose Limit was written."""
+    have = {
+        sid: (keep_for, keep_last, pk)
+        for pk, sid, keep_for, keep_last in Limit.objects.filter(
+            schedule_id__in=[s.pk for _, s in kept]
+        ).values_list("pk", "schedule_id", "keep_for", "keep_last")
+    }
+    missing, stale = [], []
+    for declaration, schedule in kept:
+        wanted = declaration.limit_fields()
+        row = have.get(schedule.pk)
+        if row is None:
+            missing.append(Limit(schedule=schedule, **wanted))
+        elif row[:2] != (wanted["keep_for"], wanted["keep_last"]):
+            stale.append(Limit(pk=row[2], schedule=schedule, **wanted))
+    Limit.objects.bulk_create(missing, batch_size=BATCH)
+    Limit.objects.bulk_update(stale, ["keep_for", "keep_last"], batch_size=BATCH)
+    return {limit.schedule_id for limit in missing + stale}
+
+
+RUNBOOK_TEXTS = ("interface", "claimed_occurrence_effect", "verification")
+
+
+def _write_runbooks(schedules: list[Schedule]) -> set[int]:
+    """Write the runbooks of existing records that are missing or stale; return the primary
+    keys of the schedules whose runbooks were written."""
+    have = {
+        (sid, kind): (pk, texts)
+        for pk, sid, kind, *texts in Runbook.objects.filter(
+            schedule_id__in=[s.pk for s in schedules]
+        ).values_list("pk", "schedule_id", "kind", *RUNBOOK_TEXTS)
+    }
+    missing, stale = [], []
+    for schedule in schedules:
+        for kind, texts in runbooks.procedures(schedule).items():
+            row = have.get((schedule.pk, kind))
+            if row is None:
+                missing.append(Runbook(schedule=schedule, kind=kind, **texts))
+            elif row[1] != [texts[name] for name in RUNBOOK_TEXTS]:
+                stale.append(Runbook(pk=row[0], schedule=schedule, kind=kind, **texts))
+    Runbook.objects.bulk_create(missing, batch_size=BATCH)
+    Runbook.objects.bulk_update(stale, list(RUNBOOK_TEXTS), batch_size=BATCH)
+    return {r.schedule_id for r in missing + stale}
+
+
+def _retire(gone: list[Schedule], sync: _Sync) -> list[str]:
+    """Retire the code-declared records no longer declared: audited, never deleted, so their
+    history stays. Locked and read again first; one already retired is left as it is."""
+    ids = [s.pk for s in gone if s.status != ScheduleStatus.RETIRED]
+    if not ids:
+        return []
+    locked = list(
+        Schedule.objects.select_for_update(no_key=True)
+        .filter(pk__in=ids)
+        .exclude(status=ScheduleStatus.RETIRED)
+        .order_by("tenant", "key")
+    )
+    audit.record_all(
+        [
+            _entry(
+                s,
+                sync,
+                "schedule.retired",
+                reason="no longer declared in code",
+                before={"status": s.status},
+                after={"status": ScheduleStatus.RETIRED},
+            )
+            for s in locked
+        ],
+        insert=store.copy_in,
+    )
+    Schedule.objects.filter(pk__in=[s.pk for s in locked]).update(
+        status=ScheduleStatus.RETIRED, updated_at=sync.now, retired_at=sync.now
+    )
+    return [str(s) for s in locked]
+
+
+def _entry(
+    schedule: Schedule,
+    sync: _Sync,
+    action: str,
+    *,
+    reason: str = REASON,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return audit.entry(
+        at=sync.now,
+        actor=sync.actor,
+        action=action,
+        tenant=schedule.tenant,
+        schedule_id=schedule.pk,
+        reason=reason,
+        before=before,
+        after=after,
+    )
+
+
+def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
+    """How a consumed one-off of this declaration is recorded (``ConsumedOneOff``), or None
+    for a recurring declaration."""
+    timing = declaration.timing
+    if isinstance(timing, At):
+        return (declaration.tenant, declaration.key, "at", timing.instant, None)
+    if isinstance(timing, After):
+        return (declaration.tenant, declaration.key, "after", None, timing.delay)
+    return None
