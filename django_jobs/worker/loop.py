@@ -263,19 +263,15 @@ class Worker:
 
     # --- the long-running loop ------------------------------------------------------
 
-    def start_up(self, prepare: Callable[[], object]) -> bool:
-        """Sync the clock, then run ``prepare`` (the schedule sync), waiting out a store outage.
+    def start_up(self) -> bool:
+        """Sync the clock, waiting out a store outage.
 
         A worker started while PostgreSQL is down waits for it, with the same backoff and
         bounded logging as a running worker, instead of exiting. Returns False when a stop was
-        requested before the store came back.
+        requested before the store came back. (The schedule sync runs beside serving:
+        ``cli.startup.StartupSync``.)
         """
-
-        def start() -> None:
-            self.sync_clock()
-            prepare()
-
-        return self._outages.wait_for_store(start, self.stopping)
+        return self._outages.wait_for_store(self.sync_clock, self.stopping)
 
     def serve(self) -> int:
         """Run until stopped; return the process exit code (0, or 3 to be restarted)."""

@@ -36,3 +36,18 @@ if os.environ.get("JOBS_TEST_DECLARE") == "outage_reader":
         record_owner="tests@example.com",
         status="active",
     )
+
+if os.environ.get("JOBS_TEST_DECLARE") == "many":
+    # A project's worth of declarations (JOBS_TEST_DECLARED of them): the replica's start-up
+    # sync of them runs beside serving.
+    for n in range(int(os.environ.get("JOBS_TEST_DECLARED", "1000"))):
+        schedule(
+            f"proc.many.{n:05d}",
+            job="proc.effect",
+            timing=every(timedelta(days=1)),
+            timeout=timedelta(seconds=30),
+            retention=timedelta(days=1),
+            operating_owner="tests",
+            record_owner="tests@example.com",
+            status="active",
+        )

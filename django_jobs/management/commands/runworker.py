@@ -12,8 +12,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from ... import clock
+from ...cli.startup import StartupSync
 from ...declarations import declared
-from ...services import sync_schedules
+from ...services import SyncReport, sync_schedules
 from ...worker.loop import Worker
 
 
@@ -42,6 +43,10 @@ class Command(BaseCommand):
         worker's time from outside the process."""
         return clock.current()
 
+    def synced(self, report: SyncReport) -> None:
+        self.stdout.write(f"schedules synced: {report}")
+        self.stdout.flush()
+
     def handle(self, *args: Any, **options: Any) -> None:
         worker = Worker(
             replica_id=options["replica_id"],
@@ -50,27 +55,32 @@ class Command(BaseCommand):
             concurrency=options["concurrency"],
         )
 
-        reports: list[object] = []
-
-        def sync() -> None:
-            reports.append(sync_schedules(declared.all(), now=worker.clock.now()))
-
         def stop(signum: int, frame: FrameType | None) -> None:
             worker.request_stop()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
         if options["once"]:
-            # One pass, for cron-style use: a store outage fails the command at once.
+            # One pass, for cron-style use: a store outage fails the command at once, and the
+            # pass runs on the synced records.
             worker.sync_clock()
-            sync()
-        else:
+            self.synced(
+                sync_schedules(declared.all(), now=worker.clock.now(), by=worker.replica_id)
+            )
+        elif not worker.start_up():
             # Started into an outage, the worker waits for the store instead of exiting.
-            if not worker.start_up(sync):
-                self.stdout.write(f"django_jobs worker {worker.replica_id} stopped before starting")
-                return
+            self.stdout.write(f"django_jobs worker {worker.replica_id} stopped before starting")
+            return
+        else:
+            # Serving starts now, on the records already stored; the sync runs beside it.
+            StartupSync(
+                declared.all(),
+                replica=worker.replica_id,
+                clock=worker.clock,
+                stopping=worker.stopping,
+                done=self.synced,
+            ).start()
         self.stdout.write(f"django_jobs worker {worker.replica_id} started")
-        self.stdout.write(f"schedules synced: {reports[-1]}")
         self.stdout.flush()
         if options["once"]:
             total = 0
