@@ -16,6 +16,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import display_for_value
 from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
@@ -189,7 +190,7 @@ class ScheduleAdmin(ScopedAdmin):
         waiting = Occurrence.objects.filter(
             schedule=OuterRef("pk"), state__in=["scheduled", "failed"]
         ).order_by("due_at")
-        return permissions.visible(request.user).annotate(
+        return services.with_recovery_points(permissions.visible(request.user)).annotate(
             newest_state=Subquery(newest.values("state")[:1]),
             oldest_due=Subquery(waiting.values("due_at")[:1]),
         )
@@ -212,7 +213,26 @@ class ScheduleAdmin(ScopedAdmin):
         return f"{int(late.total_seconds())} s late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in Schedule._meta.fields] + ["rule_in_words"]
+        fields = [f.name for f in Schedule._meta.fields]
+        # The last start and completion, read from the occurrences, beside the planner's
+        # recovery point.
+        after = fields.index("last_scheduled_at") + 1
+        return [*fields[:after], "last_started", "last_completed", *fields[after:], "rule_in_words"]
+
+    @admin.display(description="last started at")
+    def last_started(self, obj: Any) -> str:
+        """The latest start of an occurrence of it (``services.with_recovery_points``), shown
+        as the page shows its other instants."""
+        return display_for_value(
+            getattr(obj, "last_started_at", None), self.get_empty_value_display()
+        )
+
+    @admin.display(description="last completed at")
+    def last_completed(self, obj: Any) -> str:
+        """The latest completion of an occurrence of it."""
+        return display_for_value(
+            getattr(obj, "last_completed_at", None), self.get_empty_value_display()
+        )
 
     @admin.display(description="calendar rule in words")
     def rule_in_words(self, obj: Schedule) -> str:

@@ -5,17 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import display_for_value
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.urls import reverse
 
-from django_jobs import runbooks
+from django_jobs import runbooks, store
 from django_jobs.models import AuditRecord, Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
 from django_jobs.testing import FakeClock, use_clock
 
 from .factories import T0, ScheduleFactory, dead_occurrence
-from .storeutil import plan
+from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
 
@@ -165,6 +166,26 @@ def test_the_schedule_page_shows_its_runbooks_and_audit(root, schedules) -> None
     page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
     assert "python manage.py jobs disable billing.nightly --tenant acme" in page
     assert "Runbooks" in page
+
+
+def readonly(page: str, field: str) -> str:
+    """The value a change page shows for read-only ``field``."""
+    block = page.split(f"field-{field}", 1)[1]
+    return block.split('<div class="readonly">', 1)[1].split("</div>", 1)[0].strip()
+
+
+def test_the_schedule_page_shows_its_last_start_and_completion_read_from_its_occurrences(
+    root, schedules
+) -> None:
+    acme, globex = schedules
+    plan(acme, T0, now=T0)
+    (lease,) = claim("w", T0 + timedelta(minutes=1))
+    store.complete([lease], now=T0 + timedelta(minutes=2))
+    page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
+    assert readonly(page, "last_started") == display_for_value(T0 + timedelta(minutes=1), "-")
+    assert readonly(page, "last_completed") == display_for_value(T0 + timedelta(minutes=2), "-")
+    never = root.get(reverse("admin:django_jobs_schedule_change", args=[globex.pk]))
+    assert readonly(never.content.decode(), "last_completed") == "-"
 
 
 def test_the_schedule_list_reads_lateness_from_the_injected_clock(root, schedules) -> None:

@@ -11,13 +11,14 @@ from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection
 
-from django_jobs import runbooks
+from django_jobs import runbooks, store
 from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
 from django_jobs.registry import registry
 from django_jobs.testing import FakeClock, use_clock
 
 from .factories import T0, ScheduleFactory, dead_occurrence
+from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
 
@@ -71,6 +72,21 @@ def test_inspect_a_schedule_and_an_occurrence(ops, nightly) -> None:
     )
     assert detail["last_error"] == {"type": "RuntimeError", "message": "boom"}
     assert [(a["number"], a["outcome"]) for a in detail["attempts"]] == [(1, "failed")]
+
+
+def test_inspect_and_list_show_the_last_start_and_completion_read_from_its_occurrences(
+    ops, nightly
+) -> None:
+    plan(nightly, T0, now=T0)
+    (lease,) = claim("w", T0 + timedelta(minutes=1))
+    store.complete([lease], now=T0 + timedelta(minutes=2))
+    started, completed = str(T0 + timedelta(minutes=1)), str(T0 + timedelta(minutes=2))
+    report = json.loads(
+        jobs("inspect", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--json")
+    )
+    assert (report["last_started_at"], report["last_completed_at"]) == (started, completed)
+    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))
+    assert row["last_completed_at"] == completed
 
 
 def test_replay_disable_enable_run_now_purge_are_audited_with_actor_and_reason(

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_jobs import store
+from django_jobs import services, store
 from django_jobs.identity import occurrence_id
 from django_jobs.models import (
     Attempt,
@@ -164,18 +164,36 @@ def test_excluding_tenant_slash_key_splits_at_the_first_slash() -> None:
     assert [lease.schedule_id for lease in leases] == [elsewhere.pk]
 
 
-def test_claim_advances_last_started_and_complete_advances_last_completed() -> None:
-    schedule = ScheduleFactory.create()
-    plan(schedule, T0, now=T0)
-    (lease,) = claim("w", T0 + timedelta(seconds=3))
-    store.complete([lease], now=T0 + timedelta(seconds=9))
-    schedule.refresh_from_db()
-    assert schedule.last_started_at == T0 + timedelta(seconds=3)
-    assert schedule.last_completed_at == T0 + timedelta(seconds=9)
-    occurrence = Occurrence.objects.get()
-    assert (occurrence.started_at, occurrence.finished_at) == (
-        T0 + timedelta(seconds=3),
-        T0 + timedelta(seconds=9),
+def test_a_schedules_last_start_and_completion_are_read_from_its_occurrences(
+    django_assert_num_queries,
+) -> None:
+    schedule, idle = ScheduleFactory.create(), ScheduleFactory.create()
+    plan(schedule, T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2), now=T0)
+
+    def points() -> list[tuple]:
+        rows = services.with_recovery_points(Schedule.objects.order_by("pk"))
+        with django_assert_num_queries(1):  # every schedule's, in one query
+            return list(rows.values_list("pk", "last_started_at", "last_completed_at"))
+
+    assert points() == [(schedule.pk, None, None), (idle.pk, None, None)]
+    (first,) = claim("w", T0 + timedelta(seconds=3), limit=1)
+    store.complete([first], now=T0 + timedelta(seconds=9))
+    at = [T0 + timedelta(seconds=3), T0 + timedelta(seconds=9)]
+    assert points() == [(schedule.pk, *at), (idle.pk, None, None)]
+    occurrence = Occurrence.objects.get(pk=first.occurrence_id)
+    assert (occurrence.started_at, occurrence.finished_at) == tuple(at)
+
+    # A start still running counts; so does one that ended dead. Completions only count.
+    (second,) = claim("w", T0 + timedelta(minutes=1, seconds=3), limit=1)
+    assert points()[0] == (schedule.pk, T0 + timedelta(minutes=1, seconds=3), at[1])
+    assert store.dead_letter(second, now=T0 + timedelta(minutes=1, seconds=5), error=BOOM)
+    assert points()[0] == (schedule.pk, T0 + timedelta(minutes=1, seconds=3), at[1])
+    (third,) = claim("w", T0 + timedelta(minutes=2, seconds=1), limit=1)
+    store.complete([third], now=T0 + timedelta(minutes=2, seconds=2))
+    assert points()[0] == (
+        schedule.pk,
+        T0 + timedelta(minutes=2, seconds=1),
+        T0 + timedelta(minutes=2, seconds=2),
     )
 
 

@@ -12,7 +12,9 @@ from .invocation import Invocation
 
 
 def list_schedules(run: Invocation) -> None:
-    rows = services.visible_schedules(actor=run.actor(), tenant=run.options["tenant"])
+    rows = services.with_recovery_points(
+        services.visible_schedules(actor=run.actor(), tenant=run.options["tenant"])
+    )
     data = [
         {
             "tenant": s.tenant,
@@ -81,8 +83,8 @@ def _history(report: services.ScheduleReport) -> dict[str, Any]:
     schedule = report.schedule
     return {
         "last_scheduled_at": schedule.last_scheduled_at,
-        "last_started_at": schedule.last_started_at,
-        "last_completed_at": schedule.last_completed_at,
+        "last_started_at": report.last_started_at,
+        "last_completed_at": report.last_completed_at,
         "lateness_seconds": report.lateness.total_seconds() if report.lateness else 0,
         "recent": [
             {

@@ -13,6 +13,7 @@ from .access import AuditRecord, TenantGrant
 from .fleet import Replica, ReplicaState, RetentionState, SyncState
 from .occurrences import (
     CLAIMABLE_STATES,
+    STARTED_AND_ENDED,
     TERMINAL_STATES,
     Attempt,
     AttemptOutcome,
@@ -35,6 +36,7 @@ from .schedules import (
 
 __all__ = [
     "CLAIMABLE_STATES",
+    "STARTED_AND_ENDED",
     "TERMINAL_STATES",
     "Attempt",
     "AttemptOutcome",

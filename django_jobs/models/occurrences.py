@@ -32,6 +32,13 @@ TERMINAL_STATES = (
     OccurrenceState.SKIPPED,
     OccurrenceState.CANCELLED,
 )
+# Terminal states an occurrence reaches only after a claim (a skipped one never started):
+# with the claimable ones, every state whose ``started_at`` may be set.
+STARTED_AND_ENDED = (
+    OccurrenceState.COMPLETED,
+    OccurrenceState.DEAD,
+    OccurrenceState.CANCELLED,
+)
 
 
 class SkipReason(models.TextChoices):
@@ -114,6 +121,20 @@ class Occurrence(models.Model):
                 fields=["schedule", "scheduled_at"],
                 name="django_jobs_occurrence_dead",
                 condition=Q(state=OccurrenceState.DEAD),
+            ),
+            # A schedule's last completion and last start, read from its occurrences
+            # (services.with_recovery_points) instead of written on the schedule row at every
+            # claim and completion: one probe each. Written once per occurrence, when it ends;
+            # a start still running is found through django_jobs_occurrence_live.
+            models.Index(
+                fields=["schedule", "finished_at"],
+                name="django_jobs_occurrence_finish",
+                condition=Q(state=OccurrenceState.COMPLETED),
+            ),
+            models.Index(
+                fields=["schedule", "started_at"],
+                name="django_jobs_occurrence_start",
+                condition=Q(state__in=STARTED_AND_ENDED),
             ),
         ]
 

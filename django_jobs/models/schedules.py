@@ -104,10 +104,10 @@ class Schedule(models.Model):
     disabled_reason = models.TextField(blank=True, default="")
     disabled_at = models.DateTimeField(null=True, blank=True)
 
-    # Recovery points: what the planner continues from after a restart.
+    # Recovery points: what the planner continues from after a restart. The last start and
+    # completion are read from the occurrences (services.with_recovery_points), not written
+    # here at every claim and completion.
     last_scheduled_at = models.DateTimeField(null=True, blank=True)
-    last_started_at = models.DateTimeField(null=True, blank=True)
-    last_completed_at = models.DateTimeField(null=True, blank=True)
     next_due_at = models.DateTimeField(null=True, blank=True)
 
     # The occurrence now processing, for schedules whose overlap policy is not "allow": claims

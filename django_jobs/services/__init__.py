@@ -15,7 +15,8 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 
 - ``sync``: ``sync_schedules`` and ``sync_if_changed`` (declared schedules, as a set);
 - ``schedules``: ``upsert_schedule`` (run-time schedules, one at a time);
-- ``inspection``: the permission-scoped lookups and ``inspect_schedule``/``inspect_occurrence``;
+- ``inspection``: the permission-scoped lookups, ``inspect_schedule``/``inspect_occurrence`` and
+  ``with_recovery_points`` (a schedule's last start and completion, from its occurrences);
 - ``replays``: ``replay`` and ``replay_at``;
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``;
 - ``health``: ``replica_health``;
@@ -33,6 +34,7 @@ from .inspection import (
     inspect_occurrence,
     inspect_schedule,
     visible_schedules,
+    with_recovery_points,
 )
 from .operator import DISABLED_FIELDS, disable, enable, purge, run_now
 from .replays import replay, replay_at
@@ -65,4 +67,5 @@ __all__ = [
     "sync_schedules",
     "upsert_schedule",
     "visible_schedules",
+    "with_recovery_points",
 ]

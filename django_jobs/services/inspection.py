@@ -8,16 +8,35 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models.functions import Greatest
 
 from .. import permissions
 from ..clock import ensure_aware_utc, later
 from ..exceptions import JobsError
-from ..models import Attempt, Occurrence, Schedule, ScheduleStatus
+from ..models import (
+    CLAIMABLE_STATES,
+    STARTED_AND_ENDED,
+    Attempt,
+    Occurrence,
+    OccurrenceState,
+    Schedule,
+    ScheduleStatus,
+)
 from ..scheduling import timings
 from .rows import need_same_tenant, occurrence_row, parse_key, schedule_row
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
+
+class RecoveryPoints(TypedDict):
+    """What ``with_recovery_points`` adds to each schedule."""
+
+    last_started_at: datetime | None
+    last_completed_at: datetime | None
 
 
 def visible_schedules(
@@ -31,6 +50,32 @@ def visible_schedules(
     if key is not None:
         rows = rows.filter(key=key)
     return rows if retired else rows.exclude(status=ScheduleStatus.RETIRED)
+
+
+def with_recovery_points(
+    rows: QuerySet[Schedule],
+) -> QuerySet[WithAnnotations[Schedule, RecoveryPoints]]:
+    """``rows`` with each schedule's last start and last completion, read from its
+    occurrences in the same query: ``last_started_at`` (the latest ``started_at``) and
+    ``last_completed_at`` (the latest ``finished_at`` of a completed one); ``None`` before the
+    first.
+
+    Claims and completions do not write them on the schedule row. Each is one index probe
+    per schedule (the partial indexes ``django_jobs_occurrence_finish`` and ``_start``, and
+    ``_live`` for runs not ended), however long its history. Only retained occurrences
+    count, and a replayed occurrence waiting again is not a completion until it completes
+    again.
+    """
+    mine = Occurrence.objects.filter(schedule=OuterRef("pk")).order_by()
+    started = mine.filter(started_at__isnull=False).order_by("-started_at").values("started_at")
+    completed = mine.filter(state=OccurrenceState.COMPLETED).order_by("-finished_at")
+    return rows.annotate(
+        last_started_at=Greatest(
+            Subquery(started.filter(state__in=CLAIMABLE_STATES)[:1]),
+            Subquery(started.filter(state__in=STARTED_AND_ENDED)[:1]),
+        ),
+        last_completed_at=Subquery(completed.values("finished_at")[:1]),
+    )
 
 
 def find_schedule(*, actor: Any, tenant: str, key: str) -> Schedule:
@@ -68,6 +113,8 @@ class ScheduleReport:
     next_runs: list[datetime]
     recent: list[Occurrence]
     lateness: timedelta | None  # how long the oldest due, unstarted occurrence has waited
+    last_started_at: datetime | None  # recovery points, from the occurrences
+    last_completed_at: datetime | None
 
 
 def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> ScheduleReport:
@@ -83,6 +130,11 @@ def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> Schedu
         .values_list("due_at", flat=True)
         .first()
     )
+    started, completed = (
+        with_recovery_points(Schedule.objects.filter(pk=schedule.pk))
+        .values_list("last_started_at", "last_completed_at")
+        .get()
+    )
     try:
         upcoming = timings.from_record(schedule).between(now, later(now, timedelta(days=7)))[:5]
     except (ValueError, OverflowError):  # a record the planner parks as invalid
@@ -92,6 +144,8 @@ def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> Schedu
         next_runs=upcoming,
         recent=recent,
         lateness=now - oldest if oldest else None,
+        last_started_at=started,
+        last_completed_at=completed,
     )
 
 

@@ -89,8 +89,10 @@ def claim_runs(
     3. set owner and expiry, increment the fencing token and the attempt count;
     4. end the Attempt of a taken-over lease: ``lease_lost``, or ``unstarted``;
     5. insert one Attempt per claim, carrying the new token;
-    6. advance the schedules' ``last_started_at``, and for overlap ``skip``/``queue``
-       schedules record the claimed occurrence as the one running.
+    6. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one
+       running. No other schedule row is written: a claim of an ``allow`` occurrence leaves
+       its schedule as it was (a schedule's last start is read from its occurrences,
+       ``services.recovery_points``).
 
     Not one statement alone, though: in its transaction a statement before it turns off the
     plan types that read every due row (``_walk_the_due_index``) and, inside a caller's

@@ -31,7 +31,6 @@ def _fenced_write(
     ends: str,
     outcome: AttemptOutcome,
     params: dict[str, Any],
-    completes: bool = False,
     skip_locked: bool = False,
 ) -> WriteResult:
     """End the attempts of ``leases`` as ``ends`` (a key of ``FENCED_WRITES``) where the lease
@@ -39,8 +38,9 @@ def _fenced_write(
 
     Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. The
     schedule of an accepted occurrence that was its running one (overlap skip/queue) is free
-    to start the next; with ``completes`` its ``last_completed_at`` advances too. With
-    ``skip_locked``, a row another transaction has locked is neither accepted nor refused.
+    to start the next; no other schedule row is written (a schedule's last completion is
+    read from its occurrences: ``services.recovery_points``). With ``skip_locked``, a row
+    another transaction has locked is neither accepted nor refused.
     """
     if not leases:
         return WriteResult(frozenset(), frozenset())
@@ -54,7 +54,6 @@ def _fenced_write(
         "outcome": outcome.value,
         "error_type": "",
         "error_message": "",
-        "completes": completes,
         "skip_locked": skip_locked,
         **params,
     }
@@ -71,7 +70,6 @@ def complete(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
         ends="completed",
         outcome=AttemptOutcome.SUCCEEDED,
         params={},
-        completes=True,
     )
 
 

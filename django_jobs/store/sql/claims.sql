@@ -125,26 +125,12 @@ claimed AS (
               picked.overlap, picked.place
 ),
 guarded AS (
-    -- Rows locked by ``due``: no waiting here.
-    UPDATE {schedule} s SET
-        running_occurrence = c.id,
-        last_started_at = GREATEST(s.last_started_at, %(now)s)
+    -- Rows locked by ``due``: no waiting here. Only overlap skip/queue schedules are
+    -- written: a claim of an ``allow`` occurrence leaves its schedule row as it was (its
+    -- last start is read from the occurrences, services.recovery_points).
+    UPDATE {schedule} s SET running_occurrence = c.id
     FROM claimed c
     WHERE s.id = c.schedule_id AND c.overlap <> %(overlap_allow)s
-),
--- Schedules that allow overlap are not locked by ``due``: their recovery point
--- advances with SKIP LOCKED, so statements that each advance several schedules can
--- never deadlock. A row locked at that moment is being advanced by another
--- transaction to an instant a moment apart; the exact instants stay on the
--- occurrence rows.
-progress AS (
-    UPDATE {schedule} s SET last_started_at = %(now)s
-    WHERE s.id IN (
-        SELECT id FROM {schedule}
-        WHERE id IN (SELECT schedule_id FROM claimed WHERE overlap = %(overlap_allow)s)
-          AND (last_started_at IS NULL OR last_started_at < %(now)s)
-        FOR NO KEY UPDATE SKIP LOCKED
-    )
 ),
 lost AS (
     UPDATE {attempt} a SET finished_at = %(now)s,

@@ -33,26 +33,11 @@ ended AS (
       AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
 ),
 ended_runs AS (
-    UPDATE {schedule} s SET
-        running_occurrence = NULL,
-        last_completed_at = CASE WHEN %(completes)s
-            THEN GREATEST(s.last_completed_at, %(now)s) ELSE s.last_completed_at END
+    -- The schedule whose running occurrence (overlap skip/queue) this was may start the
+    -- next. No other schedule row is written: a schedule's last completion is read from
+    -- its occurrences (services.recovery_points).
+    UPDATE {schedule} s SET running_occurrence = NULL
     FROM done
     WHERE s.id = done.schedule_id AND s.running_occurrence = done.id
-),
--- Other schedules' recovery point advances with SKIP LOCKED: statements that each
--- advance several schedules can then never deadlock. A row locked at that moment is
--- being advanced by another transaction to an instant a moment apart; the exact
--- instants always stay on the occurrence rows.
-progress AS (
-    UPDATE {schedule} s SET last_completed_at = %(now)s
-    WHERE %(completes)s AND s.id IN (
-        SELECT id FROM {schedule}
-        WHERE id IN (SELECT schedule_id FROM done)
-          AND (running_occurrence IS NULL
-               OR running_occurrence NOT IN (SELECT id FROM done))
-          AND (last_completed_at IS NULL OR last_completed_at < %(now)s)
-        FOR NO KEY UPDATE SKIP LOCKED
-    )
 )
 SELECT id FROM done

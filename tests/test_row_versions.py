@@ -1,0 +1,114 @@
+"""Row versions per occurrence on the hot path: what plan, claim and completion write, table by
+table, counted by PostgreSQL itself (``pg_stat_get_xact_tuples_inserted`` and ``_updated``
+of the current transaction: every inserted row and every update, HOT or not, is one row
+version). The schedule row is written by the plan pass only: a claim and a completion of an
+``allow`` occurrence leave it as it was, and an overlap ``skip``/``queue`` occurrence writes it
+to set and clear its ``running_occurrence``, the guard that keeps two of its runs apart.
+
+docs/performance.md ("Row versions") quotes these figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from django_jobs import store
+from django_jobs.models import Occurrence, OccurrenceState, Schedule
+from django_jobs.registry import Registry
+
+from .factories import T0, ScheduleFactory
+from .storeutil import claim, plan
+
+N = 12
+
+
+def row_versions() -> Counter[str]:
+    """Row versions this transaction has written so far, by django_jobs table (without the
+    ``django_jobs_`` prefix): rows inserted plus rows updated."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname, pg_stat_get_xact_tuples_inserted(c.oid)"
+            " + pg_stat_get_xact_tuples_updated(c.oid)"
+            " FROM pg_class c WHERE c.relkind = 'r' AND c.relname LIKE 'django\\_jobs\\_%%'"
+        )
+        return Counter(
+            {name.removeprefix("django_jobs_"): count for name, count in cursor.fetchall()}
+        )
+
+
+def per_occurrence(overlap: str, inline_worker, clock) -> dict[str, float]:
+    """Plan, claim and complete one occurrence of each of ``N`` due schedules of ``overlap``
+    with a real (inline) worker pass; the row versions each occurrence cost, by table."""
+    jobs = Registry()
+    jobs.register("tests.noop", lambda run: None)
+    for _ in range(N):
+        ScheduleFactory.create(overlap=overlap, next_due_at=T0)
+    clock.set(T0 + timedelta(seconds=1))
+    before = row_versions()
+    summary = inline_worker(jobs).run_pass()
+    written = row_versions() - before
+    assert summary.claimed == N
+    assert Occurrence.objects.filter(state=OccurrenceState.COMPLETED).count() == N
+    return {table: count / N for table, count in sorted(written.items())}
+
+
+@pytest.mark.django_db
+def test_an_allow_occurrence_writes_its_schedule_row_only_when_it_is_planned(
+    inline_worker, clock
+) -> None:
+    figures = per_occurrence("allow", inline_worker, clock)
+    assert figures == {"occurrence": 3, "attempt": 2, "schedule": 1}, figures
+
+
+@pytest.mark.django_db
+def test_a_skip_occurrence_writes_its_schedule_row_to_guard_its_run(inline_worker, clock) -> None:
+    figures = per_occurrence("skip", inline_worker, clock)
+    # Planned (recovery point, next due), claimed (running_occurrence set), completed (cleared).
+    assert figures == {"occurrence": 3, "attempt": 2, "schedule": 3}, figures
+
+
+def schedule_version(schedule: Schedule) -> tuple[str, str]:
+    """The schedule row's current version: the transaction that wrote it and where it is."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT xmin::text, ctid::text FROM {Schedule._meta.db_table} WHERE id = %s",
+            [schedule.pk],
+        )
+        ((xmin, ctid),) = cursor.fetchall()
+        return str(xmin), str(ctid)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim_and_completion_of_an_allow_occurrence_leave_the_schedule_row_as_it_was() -> None:
+    """Each store call commits on its own here, so an update of the schedule row by the claim
+    or the completion would show as a new ``xmin`` (and a new ``ctid``, HOT or not)."""
+    schedule = ScheduleFactory.create(overlap="allow")
+    plan(schedule, T0, now=T0)
+    planned = schedule_version(schedule)
+    (lease,) = claim("w", T0 + timedelta(seconds=3))
+    assert schedule_version(schedule) == planned
+    assert store.complete([lease], now=T0 + timedelta(seconds=9)).accepted
+    assert schedule_version(schedule) == planned
+    assert Occurrence.objects.get().state == OccurrenceState.COMPLETED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim_and_completion_of_a_skip_occurrence_write_its_running_guard() -> None:
+    """The overlap guard is kept: the claim sets ``running_occurrence`` and the completion
+    clears it, each a new version of the schedule row."""
+    schedule = ScheduleFactory.create(overlap="skip")
+    plan(schedule, T0, now=T0)
+    planned = schedule_version(schedule)
+    (lease,) = claim("w", T0 + timedelta(seconds=3))
+    claimed = schedule_version(schedule)
+    assert claimed != planned
+    schedule.refresh_from_db()
+    assert schedule.running_occurrence == lease.occurrence_id
+    assert store.complete([lease], now=T0 + timedelta(seconds=9)).accepted
+    assert schedule_version(schedule) != claimed
+    schedule.refresh_from_db()
+    assert schedule.running_occurrence is None
