@@ -68,8 +68,11 @@ def reset_session() -> None:
     if role := connection.settings_dict["OPTIONS"].get("assume_role"):
         statements.append(SQL("SET ROLE {}").format(Literal(role)))
     try:
+        # Never prepared (with ``prepare_threshold`` set, psycopg would prepare it, and
+        # several statements cannot be one prepared statement): the simple query protocol.
         with connection.cursor() as cursor:
-            cursor.execute(SQL("; ").join(statements).as_string(connection.connection))
+            text = SQL("; ").join(statements).as_string(connection.connection)
+            cursor.cursor.execute(text, prepare=False)
     except Exception:  # any failure here: the next run starts on a fresh connection
         connection.close()
 
