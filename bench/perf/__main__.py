@@ -9,12 +9,13 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import bigtable, catchup, ceiling, idle, peer, planner, thundering
+from . import bigtable, catchup, ceiling, idle, peer, planner, thundering, userpath
 
 SCENARIOS = (
     "ceiling",
@@ -26,6 +27,7 @@ SCENARIOS = (
     "planner",
     "catchup",
     "bigtable",
+    "userpath",
 )
 
 
@@ -67,6 +69,19 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=[10_000, 10_000_000],
         help="sizes of the occurrence table in the big-table scenario",
     )
+    parser.add_argument(
+        "--declared",
+        type=int,
+        nargs="+",
+        default=[1000, 10000],
+        help="S of the user's-path scenario: schedules declared in a schedules.py module",
+    )
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=60,
+        help="user's path: seconds between starting the replicas and the burst's due instant",
+    )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
         "--smoke",
@@ -85,6 +100,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.planner_sizes, args.pgbench_seconds, args.replicas = [2000], 2, 1
         args.catchup_schedules = 2
         args.big_rows = [10_000, 50_000]
+        args.declared, args.lead = [20], 3
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -101,7 +117,8 @@ def _cell(value: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    keys = [k for k in rows[0] if k != "scenario"]
+    # Breakdowns (by table, by replica) are in the JSON only.
+    keys = [k for k in rows[0] if k != "scenario" and not isinstance(rows[0][k], dict | list)]
     lines = ["| scenario | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     lines += [
         f"| {row['scenario']} | " + " | ".join(_cell(row.get(k)) for k in keys) + " |"
@@ -110,20 +127,58 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def target(name: str, measured: float | None, goal: float, *, at_most: bool) -> dict[str, Any]:
+    """One target's row: what was measured against its goal."""
+    met = None if measured is None else (measured <= goal if at_most else measured >= goal)
+    return {
+        "target": name,
+        "measured": measured,
+        "goal": goal,
+        "met": {None: "not measured", True: "yes", False: "no"}[met],
+    }
+
+
+def userpath_targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Issue #15's targets of the user's path, at its largest S."""
+    syncs = results.get("userpath sync", [])
+    if not syncs:
+        return []
+    row = max(syncs, key=lambda r: r["declared"])
+    size = row["declared"]
+    found = [
+        target(
+            f"user's path S={size}: unchanged sync / ORM read of the S rows",
+            row["unchanged_vs_read"],
+            10,
+            at_most=True,
+        ),
+        target(
+            f"user's path S={size}: sync creating S / bulk insert of S rows",
+            row["new_vs_bulk_insert"],
+            3,
+            at_most=True,
+        ),
+    ]
+    for burst in results.get("userpath burst", []):
+        if burst["schedules"] == size:
+            noop = "noop" in burst["scenario"]
+            found.append(
+                target(
+                    f"{burst['scenario']} S={size}: makespan / procrastinate's (no-op)",
+                    burst["makespan_vs_procrastinate"],
+                    1 / 20 if noop else 1 / 5,
+                    at_most=True,
+                )
+            )
+    return found
+
+
 def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each target of issue #7 against what this run measured."""
+    """Each target of issues #7 and #15 against what this run measured."""
     found: list[dict[str, Any]] = []
 
-    def add(name: str, measured: float | None, target: float, *, at_most: bool) -> None:
-        met = None if measured is None else (measured <= target if at_most else measured >= target)
-        found.append(
-            {
-                "target": name,
-                "measured": measured,
-                "goal": target,
-                "met": {None: "not measured", True: "yes", False: "no"}[met],
-            }
-        )
+    def add(name: str, measured: float | None, goal: float, *, at_most: bool) -> None:
+        found.append(target(name, measured, goal, at_most=at_most))
 
     biggest = {
         kind: max(rows, key=lambda r: r["schedules"])
@@ -191,7 +246,7 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             1.0,
             at_most=True,
         )
-    return found
+    return found + userpath_targets(results)
 
 
 def retention_lines(results: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -231,6 +286,46 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             continue
     return found
+
+
+def run_userpath(
+    args: argparse.Namespace,
+    db: Database,
+    logs: Path,
+    record: Callable[[str, dict[str, Any]], None],
+    results: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The user's path at each S of ``--declared``; with ``procrastinate`` among the
+    scenarios, its bursts' makespans against procrastinate's at the same S (measured here
+    unless the procrastinate scenario already did)."""
+    for count in args.declared:
+        rows = userpath.run(
+            db,
+            declared=count,
+            lead=args.lead,
+            replicas=args.replicas,
+            concurrency=args.concurrency,
+            log_dir=logs,
+        )
+        theirs = None
+        if "procrastinate" in args.scenarios:
+            measured = [r for r in results.get("procrastinate", []) if r["schedules"] == count]
+            theirs = measured[0] if measured else None
+            if theirs is None:
+                theirs = peer.run(
+                    db,
+                    schedules=count,
+                    replicas=args.replicas,
+                    concurrency=args.concurrency,
+                    log_dir=logs,
+                )
+                record("procrastinate", theirs)
+        for burst in rows["userpath burst"]:
+            if theirs is not None:
+                burst["makespan_vs_procrastinate"] = burst["makespan_s"] / theirs["makespan_s"]
+        for kind, found in rows.items():
+            for row in found:
+                record(kind, row)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     if "bigtable" in args.scenarios:
         for rows in args.big_rows:
             record("bigtable", bigtable.run(db, rows=rows))
+    if "userpath" in args.scenarios:
+        run_userpath(args, db, logs, record, results)
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -61,12 +61,70 @@ def _status_mb(pid: int, field: str) -> float:
     return 0.0
 
 
+# The scheduler's tables, ours and the peer's: their rows are what a burst writes.
+WRITTEN_TABLES = ["django\\_jobs\\_%", "perf\\_%", "procrastinate\\_%"]
+
+
+@dataclass(frozen=True)
+class TableWrites:
+    """One table's row counters in ``pg_stat_user_tables`` (cumulative; subtract two reads)."""
+
+    inserted: int = 0
+    updated: int = 0  # HOT updates included
+    deleted: int = 0
+    hot_updated: int = 0
+
+    @property
+    def versions(self) -> int:
+        """Row versions written: every insert, update and delete makes one."""
+        return self.inserted + self.updated + self.deleted
+
+    def __sub__(self, other: TableWrites) -> TableWrites:
+        return TableWrites(
+            self.inserted - other.inserted,
+            self.updated - other.updated,
+            self.deleted - other.deleted,
+            self.hot_updated - other.hot_updated,
+        )
+
+
+def table_writes(db: Database) -> dict[str, TableWrites]:
+    """The row counters of the scheduler's tables. A backend flushes its counters when it
+    exits, and at most a second late while busy (PostgreSQL 15 and later: when it goes idle,
+    at least a second after its last flush), so read them after the writers have exited."""
+    return {
+        name: TableWrites(*(int(n) for n in counts))
+        for name, *counts in db.rows(
+            "SELECT relname, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd"
+            " FROM pg_stat_user_tables WHERE relname LIKE ANY(%s)",
+            [WRITTEN_TABLES],
+        )
+    }
+
+
+def writes_between(
+    after: dict[str, TableWrites], before: dict[str, TableWrites]
+) -> dict[str, TableWrites]:
+    """Per table, what was written between two reads (tables written nothing left out)."""
+    spent = {name: writes - before.get(name, TableWrites()) for name, writes in after.items()}
+    return {name: writes for name, writes in sorted(spent.items()) if writes.versions}
+
+
 @dataclass
 class Counters:
     commits: int
     wal_bytes: int
     postgres_cpu: float
     workers_cpu: float
+    tables: dict[str, TableWrites] = field(default_factory=dict)
+
+    @property
+    def row_versions(self) -> int:
+        return sum(writes.versions for writes in self.tables.values())
+
+    @property
+    def hot_updates(self) -> int:
+        return sum(writes.hot_updated for writes in self.tables.values())
 
     @classmethod
     def read(cls, db: Database, worker_pids: list[int]) -> Counters:
@@ -81,6 +139,7 @@ class Counters:
             wal_bytes=int(wal),
             postgres_cpu=sum(cpu_seconds(pid) for pid in postgres_pids(db)),
             workers_cpu=sum(cpu_seconds(pid) for pid in worker_pids),
+            tables=table_writes(db),
         )
 
     def __sub__(self, other: Counters) -> Counters:
@@ -89,4 +148,5 @@ class Counters:
             self.wal_bytes - other.wal_bytes,
             self.postgres_cpu - other.postgres_cpu,
             self.workers_cpu - other.workers_cpu,
+            writes_between(self.tables, other.tables),
         )

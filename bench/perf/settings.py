@@ -21,6 +21,8 @@ INSTALLED_APPS = [
     "guardian",
     "django_jobs",
     "bench.perf.app",
+    # Declares nothing unless PERF_DECLARED is set (the user's-path scenario).
+    "bench.perf.declared",
 ]
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,38 +36,39 @@ def wait_for(condition: Any, *, timeout: float, what: str, every: float = 0.1) -
         time.sleep(every)
 
 
+def spawn_replica(
+    db: Database,
+    name: str,
+    concurrency: int,
+    log_dir: Path,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start ``runworker`` as replica ``perf-<name>`` (log: ``<name>.log``), with ``env`` added
+    to its environment, without waiting for it."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.perf.settings",
+        "DATABASE_URL": db.url,
+        "PERF_ROLE": name,
+        **(env or {}),
+    }
+    command = [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "runworker"]
+    with (log_dir / f"{name}.log").open("w") as log:
+        return subprocess.Popen(
+            [*command, "--replica-id", f"perf-{name}", "--concurrency", str(concurrency)],
+            cwd=ROOT,
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def start_replicas(
     db: Database, count: int, concurrency: int, log_dir: Path
 ) -> list[subprocess.Popen[bytes]]:
-    log_dir.mkdir(parents=True, exist_ok=True)
-    processes = []
-    for n in range(1, count + 1):
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "bench.perf.settings",
-            "DATABASE_URL": db.url,
-            "PERF_ROLE": f"r{n}",
-        }
-        with (log_dir / f"r{n}.log").open("w") as log:
-            processes.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-W",
-                        "ignore",
-                        str(ROOT / "manage.py"),
-                        "runworker",
-                        "--replica-id",
-                        f"perf-r{n}",
-                        "--concurrency",
-                        str(concurrency),
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    """``count`` replicas ``perf-r1``..., once every one of them reports itself running."""
+    processes = [spawn_replica(db, f"r{n}", concurrency, log_dir) for n in range(1, count + 1)]
     wait_for(
         lambda: (
             db.rows("SELECT count(*) FROM django_jobs_replica WHERE state = 'running'")[0][0]
@@ -216,6 +218,11 @@ def burst_figures(
         "lateness_p99_s": percentile(late, 99),
         "commits_per_occurrence": spent.commits / schedules,
         "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
+        # Row versions (inserts, updates, deletes) in the scheduler's tables; HOT updates are
+        # among them, reported apart too. The JSON has them table by table.
+        "row_versions_per_occurrence": spent.row_versions / schedules,
+        "hot_updates_per_occurrence": spent.hot_updates / schedules,
+        "row_versions_by_table": {name: asdict(writes) for name, writes in spent.tables.items()},
         "postgres_cpu_s": cpu.postgres_cpu,
         "workers_cpu_s": cpu.workers_cpu,
         "peak_rss_mb": rss,
