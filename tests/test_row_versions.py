@@ -1,9 +1,10 @@
 """Row versions per occurrence on the hot path: what plan, claim and completion write, table by
 table, counted by PostgreSQL itself (``pg_stat_get_xact_tuples_inserted`` and ``_updated``
 of the current transaction: every inserted row and every update, HOT or not, is one row
-version). The schedule row is written by the plan pass only: a claim and a completion of an
-``allow`` occurrence leave it as it was, and an overlap ``skip``/``queue`` occurrence writes it
-to set and clear its ``running_occurrence``, the guard that keeps two of its runs apart.
+version). The schedule row is written by the plan pass, and for an overlap ``skip``/``queue``
+occurrence by its claim, which sets ``running_occurrence`` (the guard that keeps two of its runs
+apart). A completion never writes it: the guard is left on the occurrence it guarded, which
+no longer holds a claim back once it has ended.
 
 docs/performance.md ("Row versions") quotes these figures.
 """
@@ -67,8 +68,9 @@ def test_an_allow_occurrence_writes_its_schedule_row_only_when_it_is_planned(
 @pytest.mark.django_db
 def test_a_skip_occurrence_writes_its_schedule_row_to_guard_its_run(inline_worker, clock) -> None:
     figures = per_occurrence("skip", inline_worker, clock)
-    # Planned (recovery point, next due), claimed (running_occurrence set), completed (cleared).
-    assert figures == {"occurrence": 3, "attempt": 2, "schedule": 3}, figures
+    # Planned (recovery point, next due), claimed (running_occurrence set); the completion
+    # leaves the guard on the ended occurrence.
+    assert figures == {"occurrence": 3, "attempt": 2, "schedule": 2}, figures
 
 
 def schedule_version(schedule: Schedule) -> tuple[str, str]:
@@ -97,9 +99,10 @@ def test_claim_and_completion_of_an_allow_occurrence_leave_the_schedule_row_as_i
 
 
 @pytest.mark.django_db(transaction=True)
-def test_claim_and_completion_of_a_skip_occurrence_write_its_running_guard() -> None:
-    """The overlap guard is kept: the claim sets ``running_occurrence`` and the completion
-    clears it, each a new version of the schedule row."""
+def test_a_skip_occurrences_claim_writes_its_guard_and_its_completion_leaves_the_row() -> None:
+    """The overlap guard is kept: the claim sets ``running_occurrence``, a new version of the
+    schedule row; the completion writes no version, and the next occurrence of the schedule
+    is claimed past the guard left on the ended one."""
     schedule = ScheduleFactory.create(overlap="skip")
     plan(schedule, T0, now=T0)
     planned = schedule_version(schedule)
@@ -109,6 +112,12 @@ def test_claim_and_completion_of_a_skip_occurrence_write_its_running_guard() -> 
     schedule.refresh_from_db()
     assert schedule.running_occurrence == lease.occurrence_id
     assert store.complete([lease], now=T0 + timedelta(seconds=9)).accepted
-    assert schedule_version(schedule) != claimed
+    assert schedule_version(schedule) == claimed
     schedule.refresh_from_db()
-    assert schedule.running_occurrence is None
+    assert schedule.running_occurrence == lease.occurrence_id
+
+    plan(schedule, T0 + timedelta(minutes=1), now=T0 + timedelta(minutes=1))
+    (following,) = claim("w", T0 + timedelta(minutes=1, seconds=1))
+    assert following.occurrence_id != lease.occurrence_id
+    schedule.refresh_from_db()
+    assert schedule.running_occurrence == following.occurrence_id

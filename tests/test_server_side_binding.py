@@ -111,7 +111,8 @@ def test_a_worker_plans_claims_runs_and_completes_with_prepared_statements(prepa
     )
     assert set(Attempt.objects.values_list("outcome", flat=True)) == {AttemptOutcome.SUCCEEDED}
     skip.refresh_from_db()
-    assert skip.running_occurrence is None  # the overlap guard was set and cleared
+    # The overlap guard was set by the claim, and left pointing at the run it guarded.
+    assert skip.running_occurrence == done.get(schedule=skip).pk
     # The derived recovery points read the same rows.
     (points,) = services.with_recovery_points(Schedule.objects.filter(pk=skip.pk)).values_list(
         "last_started_at", "last_completed_at"

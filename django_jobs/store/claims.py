@@ -92,7 +92,7 @@ def claim_runs(
     6. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one
        running. No other schedule row is written: a claim of an ``allow`` occurrence leaves
        its schedule as it was (a schedule's last start is read from its occurrences,
-       ``services.recovery_points``).
+       ``services.with_recovery_points``).
 
     Not one statement alone, though: in its transaction a statement before it turns off the
     plan types that read every due row (``_walk_the_due_index``) and, inside a caller's

@@ -36,11 +36,12 @@ def _fenced_write(
     """End the attempts of ``leases`` as ``ends`` (a key of ``FENCED_WRITES``) where the lease
     is current; record every attempt's end. One statement.
 
-    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. The
-    schedule of an accepted occurrence that was its running one (overlap skip/queue) is free
-    to start the next; no other schedule row is written (a schedule's last completion is
-    read from its occurrences: ``services.recovery_points``). With ``skip_locked``, a row
-    another transaction has locked is neither accepted nor refused.
+    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. No
+    schedule row is written: a schedule's last completion is read from its occurrences
+    (``services.with_recovery_points``), and an overlap skip/queue schedule's guard
+    (``running_occurrence``) stays on the occurrence it guarded, which a claim passes once
+    that occurrence is no longer processing. With ``skip_locked``, a row another transaction
+    has locked is neither accepted nor refused.
     """
     if not leases:
         return WriteResult(frozenset(), frozenset())

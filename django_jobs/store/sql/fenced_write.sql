@@ -18,7 +18,7 @@ done AS (
     WHERE o.id = input.id AND o.fencing_token = input.token
       AND o.lease_owner = %(owner)s AND o.state = %(processing)s
       AND (NOT %(skip_locked)s OR o.id IN (SELECT id FROM free))
-    RETURNING o.id, o.schedule_id
+    RETURNING o.id
 ),
 ended AS (
     UPDATE {attempt} a SET
@@ -31,13 +31,10 @@ ended AS (
     WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
       AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
       AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
-),
-ended_runs AS (
-    -- The schedule whose running occurrence (overlap skip/queue) this was may start the
-    -- next. No other schedule row is written: a schedule's last completion is read from
-    -- its occurrences (services.recovery_points).
-    UPDATE {schedule} s SET running_occurrence = NULL
-    FROM done
-    WHERE s.id = done.schedule_id AND s.running_occurrence = done.id
 )
+-- No schedule row is written. A schedule's last completion is read from its occurrences
+-- (services.with_recovery_points), and the overlap guard of a skip/queue schedule is left
+-- pointing at this occurrence: a claim passes it once that occurrence is no longer
+-- processing (claims.sql, ``due``), so clearing it would cost a schedule row version.
 SELECT id FROM done
+
