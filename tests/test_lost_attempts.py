@@ -85,7 +85,7 @@ def test_a_claimed_ahead_run_counts_once_a_thread_started_it(clock) -> None:
     schedule = ScheduleFactory.create(max_attempts=1)
     (occurrence_id,) = plan(schedule, T0, now=T0)
     (lease,) = claim(owner="ahead", now=T0, lease_for=LEASE, limit=5, start_now=0)
-    store.mark_started(lease, now=T0)
+    store.mark_started([lease], now=T0)
 
     taken = store.claim_runs(owner="next", now=T0 + LATER, lease_for=LEASE, limit=5)
 

@@ -37,16 +37,21 @@ def renew(
     ]
 
 
-def mark_started(lease: Lease, *, now: datetime) -> None:
-    """A run claimed ahead has started: from now on a lapse of its lease is a lost attempt.
+def mark_started(leases: Sequence[Lease], *, now: datetime) -> None:
+    """Runs claimed ahead have started: from now on a lapse of their lease is a lost attempt.
+    One statement for all of ``leases`` (the worker's run threads group theirs:
+    ``worker/starts.py``); a lease whose token is stale marks nothing.
 
     Committed without waiting for the WAL flush (``synchronous_commit`` off for this one
     statement): it must outlive this worker process, which it does once committed; only a
-    crash of PostgreSQL itself in the next moments could lose it, and then the attempt counts
+    crash of PostgreSQL itself in the next moments could lose it, and then the attempts count
     as unstarted.
     """
-    params = {"id": lease.occurrence_id, "token": lease.token}
-    _rows(QUERIES["mark_started"], {**params, "now": ensure_aware_utc(now, name="now")})
+    if not leases:
+        return
+    ordered = sorted(leases, key=lambda lease: lease.occurrence_id)
+    params = {**_lease_arrays(ordered), "now": ensure_aware_utc(now, name="now")}
+    _rows(QUERIES["mark_started"], params)
 
 
 def hold(lease: Lease) -> bool:

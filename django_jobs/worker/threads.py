@@ -27,6 +27,7 @@ from .executor import Execution, execute, give_back_after_outage, log_scope, rel
 from .inflight import ActiveRun, InFlight
 from .outage import STORE_OUTAGE
 from .outcomes import Outcome, Tally
+from .starts import Starts
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -74,6 +75,7 @@ class RunThreads:
         self.clock, self.inflight, self.execution = clock, inflight, execution
         self.tally, self.inline = tally, inline
         self.times = RunTimes()
+        self.starts = Starts(clock)
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._lock = threading.Lock()  # the run threads' connections
         self._connections: dict[int, BaseDatabaseWrapper] = {}
@@ -116,7 +118,7 @@ class RunThreads:
         try:
             if active.claimed_ahead:
                 try:
-                    store.mark_started(active.lease, now=self.clock.now())
+                    self.starts.mark(active.lease)  # with the starts of threads beside it
                 except STORE_OUTAGE as exc:
                     return give_back_after_outage(active, self.execution, exc)
             return execute(active, self.execution)

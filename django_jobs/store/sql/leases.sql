@@ -26,9 +26,19 @@ WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
   AND o.id NOT IN (SELECT id FROM free)
 
 -- name: mark_started
--- synchronous_commit off for this one statement: see mark_started.
-UPDATE {attempt} SET outcome = %(attempt_running)s, started_at = %(now)s
-WHERE occurrence_id = %(id)s AND fencing_token = %(token)s AND outcome = %(attempt_claimed)s
+-- synchronous_commit off for this one statement: see mark_started. The rows are taken in
+-- occurrence order, the order the claim's statements take them in.
+WITH started AS (
+    SELECT a.id FROM {attempt} a
+    JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+        ON a.occurrence_id = t.id AND a.fencing_token = t.token
+    WHERE a.outcome = %(attempt_claimed)s
+    ORDER BY a.occurrence_id
+    FOR NO KEY UPDATE OF a
+)
+UPDATE {attempt} a SET outcome = %(attempt_running)s, started_at = %(now)s
+FROM started
+WHERE a.id = started.id
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
 
 -- name: hold
