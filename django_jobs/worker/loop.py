@@ -4,6 +4,7 @@
 
 - ``replica.py``: its id, heartbeat and clock sync; ``cadence.py``: when it plans;
 - ``claims.py``: claiming for its free run threads; ``threads.py``: the run threads;
+  ``starts.py``: starts of runs claimed ahead, written together;
   ``executor.py``: one run and its outcome write; ``completer.py``: completions written in
   batches; ``inflight.py``: the books of every run it holds a lease for;
 - ``deadlines.py``: timeouts and cut-offs; ``leases.py``: lease renewal;
