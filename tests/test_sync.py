@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
@@ -35,7 +35,8 @@ def test_sync_creates_the_record_with_every_declared_field_and_its_limit() -> No
         "replay_once",
         Origin.CODE,
     )
-    assert (row.created_at, row.next_due_at) == (T0, T0)
+    # Due for planning at its first instant, 09:00 New York (14:00Z): no plan pass before.
+    assert (row.created_at, row.next_due_at) == (T0, datetime(2026, 3, 1, 14, 0, tzinfo=UTC))
     assert Limit.objects.get(schedule=row).keep_for == timedelta(days=90)
     assert AuditRecord.objects.get(target_id=str(row.pk)).action == "schedule.created"
 

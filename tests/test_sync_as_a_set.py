@@ -17,7 +17,7 @@ from django_jobs.services import fingerprint, sync_if_changed, sync_schedules
 from django_jobs.worker.planning import plan_due
 
 from .concurrency import on_own_connection, run_together, wait_until
-from .factories import T0, declaration
+from .factories import T0, ScheduleFactory, declaration
 from .storeutil import claim
 
 pytestmark = pytest.mark.django_db
@@ -162,3 +162,21 @@ def test_replicas_started_together_run_one_sync_between_them() -> None:
     )
     assert sorted(r.skipped for r in reports) == [False, True, True]
     assert AuditRecord.objects.filter(action="schedule.created").count() == 100
+
+
+def test_a_deploy_of_500_declarations_due_tomorrow_leaves_the_first_plan_pass_to_due_work() -> None:
+    """A synced record is due for planning at its first instant, not at once: the first plan
+    pass after the deploy looks at the one schedule that is due, not at 50 of the 500 new
+    records (which used to come first, being older, and left the due one for a later pass)."""
+    tomorrow = T0 + timedelta(days=1)
+    sync_schedules(
+        [declaration(f"later.{n:05d}", timing=at(tomorrow)) for n in range(500)],
+        now=T0 - timedelta(minutes=1),
+    )
+    due_now = ScheduleFactory.create(next_due_at=T0)
+    assert set(Schedule.objects.exclude(pk=due_now.pk).values_list("next_due_at", flat=True)) == {
+        tomorrow
+    }
+    first = plan_due(now=T0, limit=50)
+    assert (first.schedules, first.planned) == (1, 1)
+    assert due_now.occurrences.get().scheduled_at == T0

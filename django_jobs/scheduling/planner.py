@@ -98,6 +98,19 @@ class _Missed:
         self.count += count
 
 
+def first_due(timing: Timing, *, since: datetime, now: datetime) -> datetime:
+    """The first ``next_due_at`` of a schedule created at ``since`` with no recovery point:
+    its first instant from ``since`` on, when that lies after ``now``, since ``plan`` has
+    nothing to do for it before then; otherwise ``now`` (plan it at the next pass).
+
+    A new schedule due tomorrow then costs no plan pass today: a deploy that syncs thousands
+    of them leaves the replicas' first passes to the work that is due.
+    """
+    now = ensure_aware_utc(now, name="now")
+    first = next(iter(timing.iter_from(ensure_aware_utc(since, name="since"))), None)
+    return first if first is not None and first > now else now
+
+
 def plan(request: PlanRequest) -> PlanDecision:
     """What to do with every instant after the recovery point up to ``now``, or, when that is
     more than one pass should do, with the first part of them (``PlanDecision.more``).

@@ -17,6 +17,18 @@ from django.db import models
 from .. import audit
 from ..exceptions import JobsError
 from ..models import Occurrence, Schedule
+from ..scheduling import planner, timings
+
+
+def first_due(schedule: Schedule, *, now: datetime) -> datetime:
+    """When the planner must first look at ``schedule``, a record just made at ``now``
+    (``planner.first_due``). A record whose timing cannot be evaluated is due ``now``: the
+    next plan pass parks it, naming the field."""
+    try:
+        timing = timings.from_record(schedule)
+        return planner.first_due(timing, since=schedule.created_at, now=now)
+    except (ValueError, OverflowError):
+        return now
 
 
 def record(

@@ -21,7 +21,7 @@ from ..models import Limit, Origin, Schedule, ScheduleStatus
 from ..registry import registry
 from ..scheduling.timings import After
 from ..validation import need_reason
-from .rows import need_user, record
+from .rows import first_due, need_user, record
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
 TIMING_FIELDS = (
@@ -77,15 +77,16 @@ def _upsert(declaration: Declaration, *, existing: Schedule | None, write: _Writ
 
 
 def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> _Upserted:
-    schedule = Schedule.objects.create(
+    schedule = Schedule(
         tenant=declaration.tenant,
         key=declaration.key,
         origin=write.origin,
         created_at=write.now,
         updated_at=write.now,
-        next_due_at=write.now,  # planned at the next pass
         **fields,
     )
+    schedule.next_due_at = first_due(schedule, now=write.now)  # no plan pass before then
+    schedule.save(force_insert=True)
     record(
         schedule,
         now=write.now,

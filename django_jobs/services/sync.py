@@ -35,6 +35,7 @@ from ..clock import ensure_aware_utc
 from ..declarations import Declaration
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..scheduling.timings import After, At
+from .rows import first_due
 from .schedules import TIMING_FIELDS, change_action, unpark
 
 SYNC_ACTOR = "django_jobs.sync"
@@ -218,9 +219,9 @@ def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
             origin=Origin.CODE,
             created_at=sync.now,
             updated_at=sync.now,
-            next_due_at=sync.now,  # planned at the next pass
             **_fields(declaration, sync.now),
         )
+        made[declaration].next_due_at = first_due(made[declaration], now=sync.now)
     store.copy_in(list(made.values()))
     store.copy_in([Limit(schedule=s, **d.limit_fields()) for d, s in made.items()])
     store.copy_in(
