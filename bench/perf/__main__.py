@@ -88,6 +88,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="tiny sizes, to check the harness (CI): no figure means anything",
     )
+    parser.add_argument(
+        "--prepared",
+        action="store_true",
+        help="every process binds on the server and prepares repeated statements"
+        " (server_side_binding, prepare_threshold 5: docs/worker.md, 'Prepared statements')",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "perf")
     parser.add_argument(
         "--database",
@@ -330,6 +336,8 @@ def run_userpath(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.prepared:  # read by bench/perf/settings.py in this process and every child
+        os.environ["PERF_PREPARED"] = "1"
     db = Database.create(os.environ.get("DATABASE_URL"), name=args.database)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.perf.settings"}
     db.migrate(env)
@@ -411,13 +419,15 @@ def main(argv: list[str] | None = None) -> int:
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,
         "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",
+        "prepared_statements": args.prepared,
         "versions": versions(),
         "results": results,
         "targets": targets(results),
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    print(f"\nPostgreSQL {server} ({report['database']}); {report['versions']}\n")
+    prepared = "; prepared statements" if args.prepared else ""
+    print(f"\nPostgreSQL {server} ({report['database']}{prepared}); {report['versions']}\n")
     for rows in results.values():
         print(table(rows) + "\n")
     for line in retention_lines(results):

@@ -15,6 +15,8 @@ DATABASES = {"default": environ.Env().db("DATABASE_URL")}
 DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = "perf-" + os.environ.get(
     "PERF_ROLE", "runner"
 )
+if os.environ.get("PERF_PREPARED") == "1":  # --prepared: the setting docs/worker.md documents
+    DATABASES["default"]["OPTIONS"].update({"server_side_binding": True, "prepare_threshold": 5})
 INSTALLED_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
