@@ -117,6 +117,10 @@ class Counters:
     postgres_cpu: float
     workers_cpu: float
     tables: dict[str, TableWrites] = field(default_factory=dict)
+    # From pg_stat_wal (cluster-wide, flushed by each backend as its other statistics are):
+    # WAL records written, and how many of them were full-page images.
+    wal_records: int = 0
+    wal_fpi: int = 0
 
     @property
     def row_versions(self) -> int:
@@ -130,13 +134,16 @@ class Counters:
     def read(cls, db: Database, worker_pids: list[int]) -> Counters:
         """Read after the workers have exited: a backend flushes its statistics at exit, and
         at most a second late while busy."""
-        ((commits, wal),) = db.rows(
-            "SELECT xact_commit, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint"
-            " FROM pg_stat_database WHERE datname = current_database()"
+        ((commits, wal, records, fpi),) = db.rows(
+            "SELECT xact_commit, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,"
+            " w.wal_records, w.wal_fpi"
+            " FROM pg_stat_database, pg_stat_wal w WHERE datname = current_database()"
         )
         return cls(
             commits=int(commits),
             wal_bytes=int(wal),
+            wal_records=int(records),
+            wal_fpi=int(fpi),
             postgres_cpu=sum(cpu_seconds(pid) for pid in postgres_pids(db)),
             workers_cpu=sum(cpu_seconds(pid) for pid in worker_pids),
             tables=table_writes(db),
@@ -149,4 +156,6 @@ class Counters:
             self.postgres_cpu - other.postgres_cpu,
             self.workers_cpu - other.workers_cpu,
             writes_between(self.tables, other.tables),
+            self.wal_records - other.wal_records,
+            self.wal_fpi - other.wal_fpi,
         )

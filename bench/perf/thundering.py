@@ -218,6 +218,8 @@ def burst_figures(
         "lateness_p99_s": percentile(late, 99),
         "commits_per_occurrence": spent.commits / schedules,
         "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
+        "wal_records_per_occurrence": spent.wal_records / schedules,
+        "wal_fpi_per_occurrence": spent.wal_fpi / schedules,
         # Row versions (inserts, updates, deletes) in the scheduler's tables; HOT updates are
         # among them, reported apart too. The JSON has them table by table.
         "row_versions_per_occurrence": spent.row_versions / schedules,
