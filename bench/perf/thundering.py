@@ -178,10 +178,35 @@ def run(
         stop_replicas(processes)
     # Commits and WAL once the replicas have exited: a backend flushes its statistics then.
     spent = Counters.read(db, []) - before
+    row, _ = our_burst(
+        db,
+        f"thundering second ({job.split('.')[1]})",
+        shape=(schedules, replicas, concurrency),
+        due=due,
+        spent=spent,
+        cpu=cpu,
+        rss=rss,
+    )
+    return row
+
+
+def our_burst(
+    db: Database,
+    scenario: str,
+    *,
+    shape: tuple[int, int, int],
+    due: datetime,
+    spent: Counters,
+    cpu: Counters,
+    rss: float,
+) -> tuple[dict[str, Any], list[float]]:
+    """The figures of a burst of ours that came due at ``due`` (``shape``: S, W, C), read from
+    its occurrences once it is over, and each start's lateness."""
+    schedules, replicas, concurrency = shape
     ((last,),) = db.rows("SELECT max(finished_at) FROM django_jobs_occurrence")
     late = lateness(db)
-    return burst_figures(
-        f"thundering second ({job.split('.')[1]})",
+    row = burst_figures(
+        scenario,
         schedules=schedules,
         replicas=replicas,
         concurrency=concurrency,
@@ -191,6 +216,7 @@ def run(
         cpu=cpu,
         rss=rss,
     )
+    return row, late
 
 
 def burst_figures(

@@ -34,8 +34,7 @@ from .declared.schedules import declarations, environment
 from .measure import Counters, TableWrites, peak_rss_mb, table_writes, writes_between
 from .thundering import (
     add_schedules,
-    burst_figures,
-    lateness,
+    our_burst,
     percentile,
     spawn_replica,
     stop_replicas,
@@ -386,21 +385,16 @@ def _burst_row(
 ) -> dict[str, Any]:
     """The thundering second's figures for the burst (``shape``: S, W, C), and its straggler:
     the latest start's lateness, and how far it lies beyond the p99."""
-    count, replicas, concurrency = shape
-    ((last,),) = db.rows("SELECT max(finished_at) FROM django_jobs_occurrence")
-    late = lateness(db)
-    p99 = percentile(late, 99)
-    row = burst_figures(
+    row, late = our_burst(
+        db,
         f"user's path ({job.split('.')[1]})",
-        schedules=count,
-        replicas=replicas,
-        concurrency=concurrency,
-        makespan=(last - due).total_seconds(),
-        late=late,
+        shape=shape,
+        due=due,
         spent=spent,
         cpu=cpu,
         rss=rss,
     )
+    p99 = percentile(late, 99)
     return {
         **row,
         "last_start_lateness_s": max(late),

@@ -66,8 +66,8 @@ class Starts:
         error: BaseException | None = None
         try:
             store.mark_started([start.lease for start in batch], now=self.clock.now())
-        except Exception as exc:  # each thread handles it as its own write's failure
-            error = exc
+        except BaseException as exc:  # any error: every waiter is woken and handles it
+            error = exc  # as its own write's failure
         with self._lock:
             following = self._waiting[0] if self._waiting else None
             if following is not None:

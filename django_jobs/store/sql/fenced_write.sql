@@ -37,4 +37,3 @@ ended AS (
 -- pointing at this occurrence: a claim passes it once that occurrence is no longer
 -- processing (claims.sql, ``due``), so clearing it would cost a schedule row version.
 SELECT id FROM done
-

@@ -26,8 +26,8 @@ WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
   AND o.id NOT IN (SELECT id FROM free)
 
 -- name: mark_started
--- synchronous_commit off for this one statement: see mark_started. The rows are taken in
--- occurrence order, the order the claim's statements take them in.
+-- synchronous_commit off for this one statement: see mark_started. The rows are locked in
+-- occurrence order, so two of these statements never wait for each other in a cycle.
 WITH started AS (
     SELECT a.id FROM {attempt} a
     JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
