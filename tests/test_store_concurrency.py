@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from datetime import timedelta
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from django_jobs import store
-from django_jobs.models import Attempt, Occurrence
+from django_jobs.models import Attempt, Occurrence, Schedule
 
 from .concurrency import backends_waiting_on_locks, on_own_connection, run_together, wait_until
 from .factories import T0, ScheduleFactory
@@ -103,3 +104,73 @@ def test_fencing_token_strictly_increases_across_claims_by_racing_workers() -> N
         .values_list("fencing_token", flat=True)
     )
     assert recorded == tokens
+
+
+GATE_LOCK = 4242  # the advisory lock the gate below waits on
+
+
+@contextlib.contextmanager
+def gated_schedule_reads():
+    """Sessions under role ``jobs_gated`` wait on advisory lock ``GATE_LOCK`` whenever they read
+    a schedule row (a row-level security policy calls the gate): a test can hold a claim
+    between the moment its statement took its snapshot and the moment it reads the schedule.
+    The test's own sessions (superuser) are never gated."""
+    setup = [
+        "CREATE ROLE jobs_gated NOLOGIN",
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO jobs_gated",
+        "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO jobs_gated",
+        "CREATE FUNCTION jobs_test_gate() RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN"
+        f" PERFORM pg_advisory_lock_shared({GATE_LOCK});"
+        f" PERFORM pg_advisory_unlock_shared({GATE_LOCK}); RETURN true; END $$",
+        f"ALTER TABLE {Schedule._meta.db_table} ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY gate ON {Schedule._meta.db_table} USING (jobs_test_gate())",
+    ]
+    teardown = [
+        f"DROP POLICY IF EXISTS gate ON {Schedule._meta.db_table}",
+        f"ALTER TABLE {Schedule._meta.db_table} DISABLE ROW LEVEL SECURITY",
+        "DROP FUNCTION IF EXISTS jobs_test_gate()",
+        "DROP OWNED BY jobs_gated",
+        "DROP ROLE IF EXISTS jobs_gated",
+    ]
+    with connection.cursor() as cursor:
+        for statement in setup:
+            cursor.execute(statement)
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            for statement in teardown:
+                cursor.execute(statement)
+
+
+def test_a_claim_committed_after_another_claims_snapshot_keeps_it_off_a_queue_schedule() -> None:
+    """Overlap ``queue``: replica B's claim takes its snapshot, then waits before it reads the
+    schedule; replica A claims the schedule's first occurrence and commits; B goes on. B must
+    not start the second occurrence while the first is processing, although in B's snapshot
+    the first was still only scheduled."""
+    schedule = ScheduleFactory.create(overlap="queue", max_delay=timedelta(hours=1))
+    plan(schedule, T0, T0 + timedelta(minutes=1), now=T0)
+    now = T0 + timedelta(minutes=2)
+    results: dict[str, list] = {}
+
+    def gated_claim() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SET ROLE jobs_gated")
+        results["B"] = claim("B", now, limit=1)
+
+    with gated_schedule_reads():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", [GATE_LOCK])
+        b = threading.Thread(target=on_own_connection(gated_claim))
+        try:
+            b.start()
+            wait_until(lambda: backends_waiting_on_locks() == 1, what="B's claim to wait")
+            results["A"] = on_own_connection(lambda: claim("A", now, limit=1))()
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [GATE_LOCK])
+            b.join(timeout=60)
+
+    assert len(results["A"]) == 1
+    assert results["B"] == []
+    assert Occurrence.objects.filter(schedule=schedule, state="processing").count() == 1

@@ -110,8 +110,9 @@ class Schedule(models.Model):
     last_scheduled_at = models.DateTimeField(null=True, blank=True)
     next_due_at = models.DateTimeField(null=True, blank=True)
 
-    # The occurrence now processing, for schedules whose overlap policy is not "allow": claims
-    # check and set it under the schedule row's lock, so two replicas can never both start one.
+    # The occurrence last claimed, for schedules whose overlap policy is not "allow": claims
+    # check and set it under the schedule row's lock (store/sql/claims.sql, ``due``), so two
+    # replicas can never both start one; it stays on an occurrence that has ended.
     running_occurrence = models.UUIDField(null=True, blank=True, editable=False)
 
     origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.CODE)

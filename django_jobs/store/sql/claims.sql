@@ -36,7 +36,7 @@ WITH due AS (
     -- however stale the table's statistics (a burst has just inserted them).
     CROSS JOIN LATERAL (
         SELECT id, enabled, status, tenant, key, max_delay, overlap, max_attempts,
-               timeout, backoff, max_backoff
+               timeout, backoff, max_backoff, xmin AS version
         FROM {schedule}
         WHERE id = o.schedule_id OFFSET 0
     ) s
@@ -58,11 +58,17 @@ WITH due AS (
                    AND o.attempts = 0
                    AND o.scheduled_at < %(now)s - {capped_max_delay}))
       -- Overlap skip/queue: one processing occurrence per schedule at a time. The
-      -- schedule row is locked (SKIP LOCKED) and its running_occurrence re-checked on
-      -- its latest version, so two claimers can never both start a run of it.
+      -- schedule row is locked (SKIP LOCKED) and re-checked on its latest version. Every
+      -- claim of an occurrence of it writes that row, so a row written since this
+      -- statement's snapshot (g.xmin is not the version read) may have a run that started
+      -- after the snapshot, which the check of running_occurrence below, reading the
+      -- snapshot, would not see: such a schedule waits for the next claim. A row unchanged
+      -- since the snapshot had no claim since, so the snapshot's view of its running
+      -- occurrence can only be older in the safe direction (a run since ended). Two
+      -- claimers can therefore never both start a run of it.
       AND (s.overlap = %(overlap_allow)s OR EXISTS (
             SELECT 1 FROM {schedule} g
-            WHERE g.id = s.id
+            WHERE g.id = s.id AND g.xmin = s.version
               AND (g.running_occurrence IS NULL OR g.running_occurrence = o.id
                    OR NOT EXISTS (SELECT 1 FROM {occurrence} r
                                   WHERE r.id = g.running_occurrence
