@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 from django.db import connection, transaction
 
+from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome
 from django_jobs.store import Lease
 from django_jobs.testing import FakeClock
@@ -110,3 +111,16 @@ def test_a_failed_write_raises_to_its_thread_and_the_next_write_goes_on() -> Non
     starts.mark(leases[0])
     assert attempt(leases[0]).outcome == AttemptOutcome.RUNNING
     assert starts.waiting() == 0
+
+
+def test_a_start_whose_lease_was_taken_over_is_not_recorded_and_the_others_are() -> None:
+    (stale,) = claimed_ahead(1)
+    later = T0 + timedelta(minutes=5)  # past the stale lease
+    (current,) = claim("next", later, limit=1)  # taken over, never started
+    plan(ScheduleFactory.create(), later, now=later)
+    (kept,) = claim("ahead", later, limit=1, start_now=0)
+    assert store.mark_started([stale, kept], now=later) == {kept.occurrence_id}
+    assert attempt(stale).outcome == AttemptOutcome.UNSTARTED
+    assert attempt(kept).outcome == AttemptOutcome.RUNNING
+    assert Starts(FakeClock(later)).mark(stale) is False
+    assert attempt(current).outcome == AttemptOutcome.RUNNING  # the new holder's, untouched

@@ -19,7 +19,7 @@ from django_jobs.worker.loop import PassSummary, Worker
 from django_jobs.worker.outage import OutageLog, is_store_outage
 from django_jobs.worker.run import Run
 
-from .concurrency import on_own_connection
+from .concurrency import on_own_connection, wait_until
 from .factories import T0, ScheduleFactory
 from .storeutil import LEASE, claim, plan
 
@@ -286,3 +286,33 @@ def test_an_outage_inside_run_atomic_is_not_a_failure(clock) -> None:
 
     assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
     assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]
+
+
+def test_a_run_claimed_ahead_and_taken_over_before_a_thread_started_it_never_runs(clock) -> None:
+    """The crash-loop bound of the 30-minute campaign (seed 20261201, 4 starts of a crasher
+    with ``max_attempts`` 3): a replica claimed a run ahead, another took it over before a
+    thread got to it, and the first replica, not yet told by its lease keeper, started it
+    anyway under its stale token. Its start is now refused, and the handler never runs."""
+    ran: list[int] = []
+    jobs = Registry()
+    jobs.register("tests.counted", lambda run: ran.append(run.fencing_token))
+    schedule = ScheduleFactory.create(job="tests.counted", max_attempts=3)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+    worker = Worker(replica_id="ahead", clock=clock, jobs=jobs, listen=False)
+    try:
+        ((stale, row),) = store.claim_runs(
+            owner="ahead", now=T0, lease_for=LEASE, limit=1, start_now=0
+        ).runs
+        (current,) = claim("next", T0 + LATER)  # the lease lapsed: taken over, not started
+        clock.set(T0 + LATER)
+        before = worker._tally.snapshot()
+        worker._threads.start(stale, row, T0 + LATER, ahead=True)
+        wait_until(lambda: not worker.inflight.all(), what="the stale run to end")
+        assert (worker._tally.snapshot() - before) == {"lease_lost": 1}
+    finally:
+        worker.close()
+    assert ran == []
+    assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED, AttemptOutcome.RUNNING]
+    assert Occurrence.objects.get(pk=occurrence_id).lease_owner == "next"
+    assert current.token == stale.token + 1

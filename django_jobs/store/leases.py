@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from ..clock import ensure_aware_utc
 from ._sql import _named_rows, _rows, load_queries
@@ -37,10 +38,12 @@ def renew(
     ]
 
 
-def mark_started(leases: Sequence[Lease], *, now: datetime) -> None:
-    """Runs claimed ahead have started: from now on a lapse of their lease is a lost attempt.
+def mark_started(leases: Sequence[Lease], *, now: datetime) -> frozenset[UUID]:
+    """Runs claimed ahead are starting: from now on a lapse of their lease is a lost attempt.
     One statement for all of ``leases`` (the worker's run threads group theirs:
-    ``worker/starts.py``); a lease whose token is stale marks nothing.
+    ``worker/starts.py``). Returns the occurrences whose start it recorded: a lease taken
+    over meanwhile (its token stale, its Attempt ended) marks nothing, and its run must not
+    start.
 
     Committed without waiting for the WAL flush (``synchronous_commit`` off for this one
     statement): it must outlive this worker process, which it does once committed; only a
@@ -48,10 +51,10 @@ def mark_started(leases: Sequence[Lease], *, now: datetime) -> None:
     as unstarted.
     """
     if not leases:
-        return
+        return frozenset()
     ordered = sorted(leases, key=lambda lease: lease.occurrence_id)
     params = {**_lease_arrays(ordered), "now": ensure_aware_utc(now, name="now")}
-    _rows(QUERIES["mark_started"], params)
+    return frozenset(row.occurrence_id for row in _named_rows(QUERIES["mark_started"], params))
 
 
 def hold(lease: Lease) -> bool:

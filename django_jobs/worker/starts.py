@@ -10,9 +10,10 @@ thread never starts its handler before its own start is committed. A thread that
 write is under way waits for the next one, which the first of those waiting writes.
 
 Nothing is marked that is not about to start: each thread asks for its own run, just before
-running it, as it did alone. A write that fails fails for every start in it: each thread then
-gives its run back as it would have after a failed write of its own (``outage`` for a store
-out of reach).
+running it, as it did alone. A start the write did not record (the lease was taken over
+before a thread got to the run, and the replica has not heard yet) is not run at all. A
+write that fails fails for every start in it: each thread then gives its run back as it would
+have after a failed write of its own (``outage`` for a store out of reach).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class _Start:
     written: threading.Event = field(default_factory=threading.Event)
     writes_next: bool = False  # this thread writes the next batch
     error: BaseException | None = None
+    recorded: bool = False  # the write recorded this start (its lease was still current)
 
 
 class Starts:
@@ -41,8 +43,10 @@ class Starts:
         self._waiting: list[_Start] = []
         self._writing = False  # a thread is writing a batch now
 
-    def mark(self, lease: store.Lease) -> None:
-        """Return once ``lease``'s start is committed; raise what the write raised."""
+    def mark(self, lease: store.Lease) -> bool:
+        """Return once ``lease``'s start is committed: whether it was recorded (False: the
+        lease was taken over before its run started, which must then not start). Raise what
+        the write raised."""
         mine = _Start(lease)
         with self._lock:
             self._waiting.append(mine)
@@ -54,6 +58,7 @@ class Starts:
             self._write()
         if mine.error is not None:
             raise mine.error
+        return mine.recorded
 
     def waiting(self) -> int:
         """How many starts wait for a write (not counting those in the write under way)."""
@@ -64,8 +69,9 @@ class Starts:
         with self._lock:
             batch, self._waiting = self._waiting, []
         error: BaseException | None = None
+        recorded: frozenset[object] = frozenset()
         try:
-            store.mark_started([start.lease for start in batch], now=self.clock.now())
+            recorded = store.mark_started([s.lease for s in batch], now=self.clock.now())
         except BaseException as exc:  # any error: every waiter is woken and handles it
             error = exc  # as its own write's failure
         with self._lock:
@@ -76,6 +82,7 @@ class Starts:
                 self._writing = False
         for start in batch:
             start.error = error
+            start.recorded = start.lease.occurrence_id in recorded
             start.written.set()
         if following is not None:
             following.written.set()

@@ -116,17 +116,28 @@ class RunThreads:
             return release_unstarted(active, self.execution)  # the replica is stopping
         began = time.perf_counter()  # a duration, not an instant: no clock needed
         try:
-            if active.claimed_ahead:
-                try:
-                    self.starts.mark(active.lease)  # with the starts of threads beside it
-                except STORE_OUTAGE as exc:
-                    return give_back_after_outage(active, self.execution, exc)
+            if active.claimed_ahead and (unrun := self._start_ahead(active)) is not None:
+                return unrun
             return execute(active, self.execution)
         finally:
             self.times.add(time.perf_counter() - began)
             wrapper = connections[DEFAULT_DB_ALIAS]
             with self._lock:
                 self._connections[id(wrapper)] = wrapper
+
+    def _start_ahead(self, active: ActiveRun) -> Outcome | None:
+        """Record the start of a run claimed ahead, with the starts of the threads beside it
+        (``starts.Starts``). ``None``: it may run. Otherwise what it ended as unrun: given back
+        through a store outage, or lost, its lease taken over before it started (a takeover
+        the lease keeper has not noticed yet); a run never starts under a stale token."""
+        try:
+            if self.starts.mark(active.lease):
+                return None
+        except STORE_OUTAGE as exc:
+            return give_back_after_outage(active, self.execution, exc)
+        with log_scope(active):
+            log.warning("lease.lost", reason="taken over before it started")
+        return Outcome.LEASE_LOST
 
     def _finished(self, active: ActiveRun, future: Future[Outcome]) -> None:
         if future.cancelled():  # claimed ahead, never started: released at shutdown

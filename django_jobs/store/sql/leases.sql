@@ -40,6 +40,7 @@ UPDATE {attempt} a SET outcome = %(attempt_running)s, started_at = %(now)s
 FROM started
 WHERE a.id = started.id
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+RETURNING a.occurrence_id
 
 -- name: hold
 SELECT 1 AS held FROM {occurrence}
