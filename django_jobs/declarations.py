@@ -10,6 +10,7 @@ import contextlib
 import datetime as dt
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -102,9 +103,15 @@ def _text(value: object, max_chars: int = 200) -> bool:
     return isinstance(value, str) and len(value) <= max_chars and printable(value, layout=False)
 
 
-def _failing(rules: list[tuple[bool, str, str]]) -> list[tuple[str, str]]:
+# A rule's message, or what makes it: a message that shows the value is formatted only for a
+# rule that fails (a sync of thousands of declarations validates every one at import).
+Message = str | Callable[[], str]
+_MISFIRES, _OVERLAPS = frozenset(Misfire), frozenset(Overlap)
+
+
+def _failing(rules: list[tuple[bool, str, Message]]) -> list[tuple[str, str]]:
     """The (field, message) of each rule (ok, field, message) that does not hold."""
-    return [(name, message) for ok, name, message in rules if not ok]
+    return [(name, m if isinstance(m, str) else m()) for ok, name, m in rules if not ok]
 
 
 def _problems(d: Declaration) -> list[tuple[str, str]]:
@@ -112,7 +119,7 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     status = (
         d.status in STATUSES,
         "status",
-        f"must be one of {', '.join(STATUSES)}, got {d.status!r}",
+        lambda: f"must be one of {', '.join(STATUSES)}, got {d.status!r}",
     )
     return [
         *_failing([*_naming_rules(d), status]),
@@ -122,7 +129,7 @@ def _problems(d: Declaration) -> list[tuple[str, str]]:
     ]
 
 
-def _naming_rules(d: Declaration) -> list[tuple[bool, str, str]]:
+def _naming_rules(d: Declaration) -> list[tuple[bool, str, Message]]:
     """The key, tenant, job, timing and the people a declaration names."""
     owners = [
         (
@@ -152,42 +159,47 @@ def _naming_rules(d: Declaration) -> list[tuple[bool, str, str]]:
         (
             isinstance(d.timing, _TIMINGS),
             "timing",
-            f"must be cron(...), rrule(...), every(...), at(...) or after(...), got {d.timing!r}",
+            lambda: (
+                "must be cron(...), rrule(...), every(...), at(...) or after(...), "
+                f"got {d.timing!r}"
+            ),
         ),
         *owners,
         (_text(d.decider), "decider", "must be at most 200 printable characters"),
     ]
 
 
-def _policy_rules(d: Declaration) -> list[tuple[bool, str, str]]:
+def _policy_rules(d: Declaration) -> list[tuple[bool, str, Message]]:
     """The durations and policies: delay, timeout, misfire, overlap, catch-up."""
     durations = [
         (
             isinstance(value := getattr(d, name), timedelta)
             and timedelta(0) < value <= MAX_DURATION,
             name,
-            f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}",
+            lambda value=value: (  # bound now: the comprehension rebinds ``value``
+                f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}"
+            ),
         )
         for name in ("max_delay", "timeout")
     ]
     return [
         *durations,
         (
-            d.misfire in set(Misfire),
+            d.misfire in _MISFIRES,
             "misfire",
-            f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
+            lambda: f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
         ),
         (
-            d.overlap in set(Overlap),
+            d.overlap in _OVERLAPS,
             "overlap",
-            f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
+            lambda: f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
         ),
         (
             isinstance(d.max_catchup, int)
             and not isinstance(d.max_catchup, bool)
             and 0 <= d.max_catchup <= 10_000,
             "max_catchup",
-            f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
+            lambda: f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
         ),
     ]
 

@@ -85,6 +85,14 @@ def test_bad_input_names_the_schedule_and_the_field(fields, field, message) -> N
     assert message in str(raised.value)
 
 
+def test_a_bad_duration_is_refused_showing_its_own_value() -> None:
+    # The messages are formatted only for a rule that fails: each shows its own field's value.
+    with pytest.raises(InvalidSchedule, match=r"max_delay: .* got datetime.timedelta\(0\)$"):
+        declare(max_delay=timedelta(0), timeout=timedelta(minutes=5))
+    with pytest.raises(InvalidSchedule, match=r"timeout: .* got 30$"):
+        declare(max_delay=timedelta(minutes=5), timeout=30)
+
+
 def test_a_bad_key_is_refused_naming_the_key() -> None:
     with pytest.raises(InvalidSchedule, match=r"schedule \"x'; DROP TABLE\": key: "):
         schedule(
