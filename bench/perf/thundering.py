@@ -161,12 +161,7 @@ def run(
         wait_for(lambda: datetime.now(UTC) >= due - timedelta(seconds=0.3), timeout=60, what="T")
         before = Counters.read(db, pids)
         wait_for(
-            lambda: (
-                db.rows("SELECT count(*) FROM django_jobs_occurrence WHERE state = 'completed'")[0][
-                    0
-                ]
-                >= schedules
-            ),
+            lambda: completed(db) >= schedules,
             timeout=1800,
             what=f"{schedules} completions",
             every=0.2,
@@ -188,6 +183,13 @@ def run(
         rss=rss,
     )
     return row
+
+
+def completed(db: Database) -> int:
+    """How many occurrences have completed."""
+    return int(
+        db.rows("SELECT count(*) FROM django_jobs_occurrence WHERE state = 'completed'")[0][0]
+    )
 
 
 def our_burst(

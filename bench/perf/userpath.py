@@ -34,6 +34,7 @@ from .declared.schedules import declarations, environment
 from .measure import Counters, TableWrites, peak_rss_mb, table_writes, writes_between
 from .thundering import (
     add_schedules,
+    completed,
     our_burst,
     percentile,
     spawn_replica,
@@ -282,12 +283,6 @@ def stall(
         "sync_report": watch.reports.get(name),
         "sync_state": sync_state(db),
     }
-
-
-def completed(db: Database) -> int:
-    return int(
-        db.rows("SELECT count(*) FROM django_jobs_occurrence WHERE state = 'completed'")[0][0]
-    )
 
 
 def backends_gone(db: Database, names: list[str]) -> bool:
