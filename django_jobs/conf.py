@@ -14,6 +14,10 @@ CLAIM_AHEAD               16       how many occurrences a replica may claim beyo
                                    0.1 s on average); 0 turns claiming ahead off
 PLAN_BATCH_SIZE           500      how many due schedules one plan pass plans at most
                                    (in a handful of statements)
+PLAN_AHEAD_SECONDS        30       how long before an instant its occurrence may be
+                                   planned, so a burst of due work pays no plan pass
+                                   (overlap ``skip`` is decided when it comes due);
+                                   0 plans at the instant; at most 600
 SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
 TIMEOUT_GRACE_SECONDS     10       how long a cancelled run (past its timeout, or its
                                    lease lost or unconfirmed) may take to stop before
@@ -84,6 +88,7 @@ class JobsSettings:
     CLAIM_BATCH_SIZE: int = 50
     CLAIM_AHEAD: int = 16
     PLAN_BATCH_SIZE: int = 500
+    PLAN_AHEAD_SECONDS: float = 30
     SHUTDOWN_GRACE_SECONDS: float = 30
     TIMEOUT_GRACE_SECONDS: float = 10
     HEARTBEAT_SECONDS: float = 5
@@ -109,6 +114,10 @@ class JobsSettings:
         return timedelta(seconds=self.LEASE_SECONDS)
 
     @property
+    def plan_ahead(self) -> timedelta:
+        return timedelta(seconds=self.PLAN_AHEAD_SECONDS)
+
+    @property
     def shutdown_grace(self) -> timedelta:
         return timedelta(seconds=self.SHUTDOWN_GRACE_SECONDS)
 
@@ -125,11 +134,13 @@ _POSITIVE = {
 }
 # Durations a worker turns into timedeltas and adds to instants: bounded well inside them.
 _AT_MOST = {
+    "PLAN_AHEAD_SECONDS": 600,
     "RETENTION_SECONDS": 86_400,
     "RETENTION_BUDGET_SECONDS": 3_600,
     "ONE_OFF_KEEP_SECONDS": 100 * 366 * 86_400,
 }
 _NOT_NEGATIVE = {
+    "PLAN_AHEAD_SECONDS",
     "SHUTDOWN_GRACE_SECONDS",
     "TIMEOUT_GRACE_SECONDS",
     "CLAIM_AHEAD",

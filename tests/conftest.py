@@ -78,6 +78,23 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
+def ran() -> list[str]:
+    """The occurrence keys the ``jobs`` fixture's handler ran, in order."""
+    return []
+
+
+@pytest.fixture
+def jobs(ran: list[str]) -> Registry:
+    """A registry whose one job, ``tests.noop``, records each run's occurrence key in ``ran``
+    (modules that need other jobs define their own)."""
+    from django_jobs.registry import Registry
+
+    jobs = Registry()
+    jobs.register("tests.noop", lambda run: ran.append(run.occurrence_key))
+    return jobs
+
+
+@pytest.fixture
 def dead(clock: FakeClock) -> Occurrence:
     """A dead occurrence of ``acme/acme.nightly`` after one failed attempt, the clock a minute
     later (modules that need another shape define their own ``dead``)."""

@@ -265,18 +265,6 @@ def test_a_pass_over_its_time_budget_leaves_the_rest_due_for_the_next() -> None:
 
 
 @pytest.fixture
-def ran() -> list[str]:
-    return []
-
-
-@pytest.fixture
-def jobs(ran: list[str]) -> Registry:
-    jobs = Registry()
-    jobs.register("tests.noop", lambda run: ran.append(run.occurrence_key))
-    return jobs
-
-
-@pytest.fixture
 def worker(jobs: Registry, inline_worker) -> Callable[..., Worker]:
     """An inline worker, with this test's jobs unless given others."""
     return lambda registry=jobs: inline_worker(registry)

@@ -63,6 +63,10 @@ class PlanRequest:
     pending_missed: Sequence[datetime] = ()
     overlap: Overlap = Overlap.ALLOW
     previous_running: bool = False  # an occurrence of this schedule is processing now
+    # Instants up to ``now + ahead`` are planned now, on time, ahead of their instant (their
+    # rows wait, unclaimed, until then). Overlap ``skip`` is not applied to those: whether the
+    # previous run still runs is known only when they come due (the claim skips them then).
+    ahead: timedelta = timedelta(0)
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,11 @@ def plan(request: PlanRequest) -> PlanDecision:
     4. the first instant after ``now`` is the schedule's next due instant (``now`` itself
        when the pass left work for the next one).
 
+    With ``ahead``, the instants up to ``now + ahead`` are on time in step 2 too, and the first
+    instant after that is the next due one: a burst's rows are written before it, not in it.
+    Which instants are missed is still decided against ``now``, and overlap ``skip`` only for
+    instants up to ``now`` (the claim decides it for the later ones, when they come due).
+
     Each pass costs at most about ``keep`` listed instants, ``HEAD_WINDOW`` of counting and
     ``ON_TIME_LIMIT`` instants, whatever the record says: a schedule disabled for a year, or
     a row claiming to be created in 1970, is planned in bounded passes.
@@ -142,6 +151,9 @@ def plan(request: PlanRequest) -> PlanDecision:
     pending = sorted(ensure_aware_utc(i, name="pending_missed") for i in request.pending_missed)
     late_before = now - request.max_delay  # instants before this are missed
     timing = request.timing
+    if request.ahead < timedelta(0):
+        raise ValueError(f"ahead must not be negative, got {request.ahead}")
+    horizon = now + request.ahead
     if (
         not isinstance(timing, Every)
         and start + HEAD_WINDOW < late_before
@@ -152,16 +164,20 @@ def plan(request: PlanRequest) -> PlanDecision:
     on_time: list[datetime] = []
     next_due, more = None, False
     for instant in timing.iter_from(max(start, late_before)):
-        if instant > now:
+        if instant > horizon:
             next_due = instant
             break
         if len(on_time) == ON_TIME_LIMIT:
             next_due, more = now, True  # the rest next pass
             break
         on_time.append(instant)
-    upper = on_time[-1] + _TICK if more else now + _TICK
+    upper = on_time[-1] + _TICK if more else horizon + _TICK
     excluded = _excluded(timing, start, upper)
-    return _decide(request, missed, pending, on_time, next_due, more=more, excluded=excluded)
+    ahead = [i for i in on_time if i > now]  # in order: the last ones
+    on_time = on_time[: len(on_time) - len(ahead)]
+    return _decide(
+        request, missed, pending, on_time, next_due, more=more, excluded=excluded, ahead=ahead
+    )
 
 
 def _excluded(timing: Timing, start: datetime, end: datetime) -> list[datetime]:
@@ -242,8 +258,10 @@ def _decide(
     *,
     more: bool,
     excluded: Sequence[datetime] = (),
+    ahead: list[datetime] | None = None,
 ) -> PlanDecision:
-    """Apply the misfire and overlap policies.
+    """Apply the misfire and overlap policies (``ahead``: on-time instants after now, which
+    run: overlap ``skip`` is the claim's to decide for them).
 
     Pending missed occurrences (rows that exist, never started) are all older than the new
     missed instants, so ``pending + recent`` is every candidate in order. Pending ones that do
@@ -268,9 +286,11 @@ def _decide(
         assert missed.first is not None
         # ``keep`` guarantees the newest summarised instant is still in ``skipped_new``.
         summary = SkipSummary(unrecorded, missed.first, skipped_new[-len(recorded) - 1])
-    # Overlap skip: everything that would start now is skipped while the previous one runs.
+    # Overlap skip: everything that would start now is skipped while the previous one runs
+    # (instants planned ahead, after now, are the claim's to skip when they come due).
     overlapped = request.overlap == Overlap.SKIP and request.previous_running
-    considered = [*recorded, *replayed_new, *on_time, *excluded]
+    ahead = ahead or []
+    considered = [*recorded, *replayed_new, *on_time, *ahead, *excluded]
     if summary is not None:
         considered.append(summary.last)
     if request.last_scheduled_at is not None:
@@ -281,7 +301,7 @@ def _decide(
         skip_new += [(i, "overlap") for i in [*replayed_new, *on_time]]
         skip_pending += [(i, "overlap") for i in pending if i in chosen]
     return PlanDecision(
-        run=[] if overlapped else on_time,
+        run=ahead if overlapped else on_time + ahead,
         replay=[] if overlapped else replayed_new,
         skip=sorted(skip_new),
         summary=summary,

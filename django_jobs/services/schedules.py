@@ -124,6 +124,8 @@ def _update(
         unpark(existing, now=write.now)
     existing.full_clean(exclude=["running_occurrence"])
     existing.save()
+    if outdates_planned(changed):
+        store.withdraw_planned_ahead([existing.pk], now=write.now)
     action = change_action(before, timing_changed=timing_changed)
     record(
         existing,
@@ -135,6 +137,13 @@ def _update(
         after=changed,
     )
     return _Upserted(existing, "updated", runbooks.write(existing))
+
+
+def outdates_planned(changed: dict[str, Any]) -> bool:
+    """Whether a change makes the occurrences planned ahead of their instant under the old
+    record wrong (``store.withdraw_planned_ahead``): its timing or its status. (Policies are
+    read when an occurrence is claimed, so a change of them applies to those already planned.)"""
+    return "status" in changed or any(k in TIMING_FIELDS for k in changed)
 
 
 def unpark(schedule: Schedule, *, now: datetime) -> None:

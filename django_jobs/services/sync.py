@@ -36,7 +36,7 @@ from ..declarations import Declaration
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..scheduling.timings import After, At
 from .rows import first_due
-from .schedules import TIMING_FIELDS, change_action, unpark
+from .schedules import TIMING_FIELDS, change_action, outdates_planned, unpark
 
 SYNC_ACTOR = "django_jobs.sync"
 REASON = "declared in code"
@@ -261,7 +261,7 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
     if any(s.status == ScheduleStatus.RETIRED for s in locked):
         consumed = store.consumed_one_offs()
         locked = [s for s in locked if _consumed_by(wanted[s.pk]) not in consumed]
-    written, columns, entries = [], {"updated_at"}, []
+    written, columns, entries, outdated = [], {"updated_at"}, [], []
     for schedule in locked:
         changed = _changes(schedule, wanted[schedule.pk])
         if not changed:
@@ -275,7 +275,10 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
         columns |= _apply(schedule, changed, sync.now, replan=timing_changed)
         entries.append(_entry(schedule, sync, action, before=before, after=changed))
         written.append(schedule)
+        if outdates_planned(changed):
+            outdated.append(schedule.pk)
     Schedule.objects.bulk_update(written, sorted(columns), batch_size=BATCH)
+    store.withdraw_planned_ahead(outdated, now=sync.now)
     audit.record_all(entries, insert=store.copy_in)
     return {s.pk for s in written}
 

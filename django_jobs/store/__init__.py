@@ -46,6 +46,7 @@ from .planning import (
     planning_context,
     read_plan_batch,
     record_skip_summary,
+    withdraw_planned_ahead,
     write_plan,
 )
 from .records import Claimed, Lease, PlannedOccurrence, WriteResult
@@ -120,5 +121,6 @@ __all__ = [
     "schedules_with_limits",
     "step_done",
     "try_retention_lock",
+    "withdraw_planned_ahead",
     "write_plan",
 ]

@@ -30,6 +30,7 @@ from ..models import (
     Runbook,
     Schedule,
     ScheduleStatus,
+    SkipReason,
     Step,
     Trigger,
 )
@@ -69,6 +70,7 @@ VALUES: dict[str, Any] = {
     **{f"origin_{o.value}": o.value for o in Origin},
     **{f"timing_{k.value}": k.value for k in TimingKind},
     **{f"overlap_{p.value}": p.value for p in Overlap},
+    **{f"reason_{r.value}": r.value for r in SkipReason},
     "worker_lost": WORKER_LOST,
     "tenant_mismatch": TENANT_MISMATCH,
 }

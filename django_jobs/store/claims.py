@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from psycopg import sql
 
 from ..clock import ensure_aware_utc
-from ..models import Schedule
+from ..models import Schedule, SkipReason
 from ._sql import (
     _RUN_VALUES,
     CLAIMABLE_IN,
@@ -101,9 +101,13 @@ def claim_runs(
     ``set_config`` in it would run only when it executes.
 
     A missed scheduled run is left for the planner's misfire decision, and a schedule whose
-    overlap policy is not ``allow`` gets at most one processing occurrence. An occurrence
-    whose tenant is not its schedule's (a row written behind the store's back) is never run:
-    it goes ``dead`` (``TenantMismatch``) and is returned in ``Claimed.forged``.
+    overlap policy is not ``allow`` gets at most one processing occurrence. For overlap
+    ``skip``, a planned run (never started, trigger ``schedule``) due while another occurrence
+    of its schedule is processing is skipped, reason ``overlap``, and returned in
+    ``Claimed.overlapped``: its instant may have been planned ahead (``PLAN_AHEAD_SECONDS``),
+    before the planner could know. Retries and operators' runs wait for the one running. An
+    occurrence whose tenant is not its schedule's (a row written behind the store's back) is
+    never run: it goes ``dead`` (``TenantMismatch``) and is returned in ``Claimed.forged``.
     """
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
@@ -155,11 +159,12 @@ def _restore_planner(previous: _Planner) -> None:
 
 def _claimed(rows: list[Any], *, owner: str, expires: datetime) -> Claimed:
     """The claim's rows as runs to start, and the occurrences it ended instead: dead after a
-    lost attempt, or forged (the ``trigger`` column says which)."""
+    lost attempt, forged, or skipped for overlap (the ``trigger`` column says which)."""
     claimed = Claimed()
+    ended = {TENANT_MISMATCH: claimed.forged, SkipReason.OVERLAP.value: claimed.overlapped}
     for row in rows:
         if row.token is None:
-            (claimed.forged if row.trigger == TENANT_MISMATCH else claimed.dead).append(row.id)
+            ended.get(row.trigger, claimed.dead).append(row.id)
         else:
             claimed.runs.append((_lease(row, owner=owner, expires=expires), _schedule(row)))
     return claimed

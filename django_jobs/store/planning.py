@@ -140,17 +140,20 @@ def read_plan_batch(
     limit: int,
     exclude_keys: Sequence[str] = (),
     jobs: Sequence[str] | None = None,
+    ahead: timedelta = timedelta(0),
 ) -> PlanBatch:
     """The read move of a plan pass. Must run inside the pass's transaction, which holds the
     locks until it commits:
 
     1. park the due schedules holding a value Python cannot hold (``park_unreadable``);
     2. lock up to ``limit`` due schedules (``lock_schedules_to_plan``, with the kill switch's
-       ``exclude_keys`` and this replica's ``jobs``);
+       ``exclude_keys`` and this replica's ``jobs``; due within ``ahead`` too);
     3. read their missed and running occurrences (``planning_context``).
     """
     unreadable = park_unreadable(now=now, limit=limit)
-    schedules = lock_schedules_to_plan(now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs)
+    schedules = lock_schedules_to_plan(
+        now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs, ahead=ahead
+    )
     return PlanBatch(unreadable, schedules, planning_context(schedules, now=now))
 
 
@@ -160,8 +163,10 @@ def lock_schedules_to_plan(
     limit: int,
     exclude_keys: Sequence[str] = (),
     jobs: Sequence[str] | None = None,
+    ahead: timedelta = timedelta(0),
 ) -> list[Schedule]:
-    """Lock up to ``limit`` active, enabled schedules whose ``next_due_at`` has come.
+    """Lock up to ``limit`` active, enabled schedules whose ``next_due_at`` has come, or
+    comes within ``ahead``.
 
     Must run inside a transaction: the rows stay locked (``SKIP LOCKED`` for other planners)
     until it commits, so one replica at a time plans a given schedule. Schedules named by the
@@ -169,8 +174,10 @@ def lock_schedules_to_plan(
     handlers for), only their schedules are, and schedules parked because their job had no
     handler (``park_unplannable``) whose job is among them are taken up again first.
     """
+    now = ensure_aware_utc(now, name="now")
     params: dict[str, Any] = {
-        "now": ensure_aware_utc(now, name="now"),
+        "now": now,
+        "horizon": now + ahead,
         "limit": limit,
         "excluded": list(exclude_keys),
         "jobs": None if jobs is None else list(jobs),
@@ -305,6 +312,16 @@ def write_plan(write: PlanWrite, *, now: datetime) -> None:
         record_skip_summary(
             summary.schedule, now=now, count=summary.count, first=summary.first, last=summary.last
         )
+
+
+def withdraw_planned_ahead(schedule_ids: Sequence[int], *, now: datetime) -> None:
+    """A record's timing or status changed: its occurrences planned ahead of their
+    instant (``PLAN_AHEAD_SECONDS``; never started, not yet due) are deleted and its recovery
+    point brought back to ``now``, so they are planned again from the changed record. One
+    statement, in the caller's transaction (the change's)."""
+    if schedule_ids:
+        params = {"ids": list(schedule_ids), "now": ensure_aware_utc(now, name="now")}
+        _rows(QUERIES["withdraw_planned_ahead"], params)
 
 
 def park(parked: Sequence[Parked], *, now: datetime) -> None:

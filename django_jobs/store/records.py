@@ -48,13 +48,15 @@ class Lease:
 
 @dataclass
 class Claimed:
-    """What one claim took: runs to start, occurrences a lost attempt dead-lettered, and
-    forged ones it refused."""
+    """What one claim took: runs to start, occurrences a lost attempt dead-lettered, forged
+    ones it refused, and planned runs of overlap ``skip`` schedules it skipped."""
 
     runs: list[tuple[Lease, Schedule]] = field(default_factory=list)
     dead: list[UUID] = field(default_factory=list)
     # Occurrences whose tenant is not their schedule's: refused (dead, ``TenantMismatch``).
     forged: list[UUID] = field(default_factory=list)
+    # Due while another occurrence of their (overlap ``skip``) schedule was processing.
+    overlapped: list[UUID] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
         return iter(self.runs)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _not_paused, _rows, load_queries
@@ -12,8 +12,16 @@ QUERIES = load_queries(
     "replicas",
     claimable_states=CLAIMABLE_IN,
     due_at_loadable=_loadable("o.due_at", "timestamptz"),
-    next_due_at_loadable=_loadable("s.next_due_at", "timestamptz"),
     not_paused=_not_paused("s.tenant", "s.key"),
+    # An active, enabled schedule this replica would plan.
+    plannable=" AND ".join(
+        [
+            "s.enabled AND s.status = %(status_active)s",
+            _loadable("s.next_due_at", "timestamptz"),
+            f"(cardinality(%(excluded)s::text[]) = 0 OR {_not_paused('s.tenant', 's.key')})",
+            "(%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))",
+        ]
+    ),
 )
 
 
@@ -45,27 +53,42 @@ def heartbeat(
 
 
 def next_wakeup(
-    *, now: datetime, exclude_keys: Sequence[str] = (), jobs: Sequence[str] | None = None
+    *,
+    now: datetime,
+    exclude_keys: Sequence[str] = (),
+    jobs: Sequence[str] | None = None,
+    ahead: timedelta = timedelta(0),
 ) -> datetime | None:
     """The earliest instant at which planning or claiming has work: a schedule's next due
-    instant or a claimable occurrence's ``due_at``. Two index lookups. What this replica would
+    instant less ``ahead`` (``next_schedule_due``) or a claimable occurrence's ``due_at``.
+    Two index lookups. What this replica would
     not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
     jobs) is left out: a replica never wakes for work it then leaves."""
-    (row,) = _named_rows(QUERIES["next_wakeup"], _next_params(exclude_keys, jobs))
+    (row,) = _named_rows(QUERIES["next_wakeup"], _next_params(exclude_keys, jobs, ahead))
     return row.wakeup.astimezone(UTC) if row.wakeup is not None else None
 
 
-def _next_params(exclude_keys: Sequence[str], jobs: Sequence[str] | None) -> dict[str, Any]:
-    return {"excluded": list(exclude_keys), "jobs": None if jobs is None else list(jobs)}
+def _next_params(
+    exclude_keys: Sequence[str], jobs: Sequence[str] | None, ahead: timedelta
+) -> dict[str, Any]:
+    return {
+        "excluded": list(exclude_keys),
+        "jobs": None if jobs is None else list(jobs),
+        "ahead": ahead,
+    }
 
 
 def next_schedule_due(
-    *, exclude_keys: Sequence[str] = (), jobs: Sequence[str] | None = None
+    *,
+    exclude_keys: Sequence[str] = (),
+    jobs: Sequence[str] | None = None,
+    ahead: timedelta = timedelta(0),
 ) -> datetime | None:
-    """The earliest ``next_due_at`` of an active, enabled schedule this replica would plan
-    (see ``next_wakeup``); one index lookup."""
-    (row,) = _named_rows(QUERIES["next_schedule_due"], _next_params(exclude_keys, jobs))
-    return row.next_due_at.astimezone(UTC) if row.next_due_at is not None else None
+    """When a plan pass next has work: the earliest ``next_due_at`` of an active, enabled
+    schedule this replica would plan (see ``next_wakeup``), less ``ahead``
+    (``PLAN_AHEAD_SECONDS``). One index lookup."""
+    rows = _named_rows(QUERIES["next_schedule_due"], _next_params(exclude_keys, jobs, ahead))
+    return rows[0].next_due_at.astimezone(UTC) if rows else None
 
 
 CHANNEL = "django_jobs"

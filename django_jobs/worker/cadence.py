@@ -1,8 +1,9 @@
 """When this replica plans: the instant of its next plan pass, and the pass it runs then.
 
 ``Worker.serve`` plans only when a schedule may have come due: at the earliest ``next_due_at``
-of the schedules it may plan, on a NOTIFY (an operator's enable or run-now, another replica's
-plan), and every ``POLL_SECONDS`` at the latest. ``Worker.run_pass`` plans at every step.
+of the schedules it may plan less ``PLAN_AHEAD_SECONDS`` (instants are planned that far ahead),
+on a NOTIFY (an operator's enable or run-now, another replica's plan), and every
+``POLL_SECONDS`` at the latest. ``Worker.run_pass`` plans at every step.
 """
 
 from __future__ import annotations
@@ -57,7 +58,10 @@ class PlanCadence:
         if kill_switch.paused_all:
             return None
         due = store.next_wakeup(
-            now=now, exclude_keys=kill_switch.PAUSED_SCHEDULES, jobs=self.jobs()
+            now=now,
+            exclude_keys=kill_switch.PAUSED_SCHEDULES,
+            jobs=self.jobs(),
+            ahead=self.settings.plan_ahead,
         )
         if due is not None:
             self.bring_forward(due)
@@ -87,6 +91,7 @@ class PlanCadence:
             exclude_keys=paused,
             jobs=jobs,
             budget_seconds=PASS_BUDGET_SECONDS,
+            ahead=self.settings.plan_ahead,
         )
         self._park_unplannable(now, jobs=jobs, limit=limit)
         if planned.planned:
@@ -121,7 +126,9 @@ class PlanCadence:
         # or run-now, another replica's plan), or POLL_SECONDS at the latest, brings it
         # forward. A schedule changed without a notify waits at most that long.
         poll = now + self._poll()
-        due = store.next_schedule_due(exclude_keys=paused, jobs=jobs)
+        due = store.next_schedule_due(
+            exclude_keys=paused, jobs=jobs, ahead=self.settings.plan_ahead
+        )
         return poll if due is None else min(due, poll)
 
 

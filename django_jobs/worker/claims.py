@@ -20,7 +20,8 @@ log = structlog.get_logger("django_jobs.worker")
 class StepResult(NamedTuple):
     """What one claim took: a full batch (``claimed == asked``) means more may be due at once."""
 
-    claimed: int  # occurrences the claim took, counting the dead and refused ones it found
+    # Occurrences the claim took, counting the dead, refused and skipped ones it ended.
+    claimed: int
     asked: int  # the batch asked for; 0: none (no free slot, stopping, or paused)
 
 
@@ -74,9 +75,12 @@ class Claims:
             log.error(
                 "occurrence.refused", occurrence=str(occurrence), error_type=store.TENANT_MISMATCH
             )
+        for occurrence in claimed.overlapped:
+            log.info("occurrence.skipped", occurrence=str(occurrence), reason="overlap")
         for n, (lease, schedule) in enumerate(claimed.runs):
             self.threads.start(lease, schedule, now, ahead=n >= start_now)
-        return StepResult(len(claimed.runs) + len(claimed.dead) + len(claimed.forged), asked)
+        ended = len(claimed.dead) + len(claimed.forged) + len(claimed.overlapped)
+        return StepResult(len(claimed.runs) + ended, asked)
 
     def ahead(self) -> int:
         """How many occurrences to claim beyond the free run threads.

@@ -72,6 +72,7 @@ def plan_due(
     exclude_keys: Sequence[str] = (),
     jobs: Sequence[str] | None = None,
     budget_seconds: float | None = None,
+    ahead: timedelta = timedelta(0),
 ) -> PlanPass:
     """Plan every schedule whose next due instant has come (up to ``limit`` per pass).
 
@@ -92,20 +93,23 @@ def plan_due(
 
     Schedules named by the kill switch (``exclude_keys``) are not planned; with ``jobs``, only
     schedules of those jobs are. With ``budget_seconds``, schedules not decided within it are
-    left due for the next pass.
+    left due for the next pass. With ``ahead``, schedules due within it are planned now, their
+    instants up to ``now + ahead`` on time (``planner.PlanRequest.ahead``).
     """
     began = time.monotonic()  # a duration, not an instant: no clock needed
     deadline = math.inf if budget_seconds is None else began + budget_seconds
     result = PlanPass()
     with transaction.atomic():
-        batch = store.read_plan_batch(now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs)
+        batch = store.read_plan_batch(
+            now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs, ahead=ahead
+        )
         for name, column in batch.unreadable:
             result.invalid.append(name)
             log.error("schedule.invalid", schedule=name, field=column, error_type="DataError")
         result.schedules = len(batch.schedules)
         if not batch.schedules:
             return result
-        decided = decide_batch(batch, now=now, deadline=deadline, result=result)
+        decided = decide_batch(batch, now=now, deadline=deadline, result=result, ahead=ahead)
         _write(decided, now=now, result=result)
     if result.planned or result.skipped or result.invalid:
         log.info(
@@ -131,7 +135,12 @@ class Decided:
 
 
 def decide_batch(
-    batch: store.PlanBatch, *, now: datetime, deadline: float, result: PlanPass
+    batch: store.PlanBatch,
+    *,
+    now: datetime,
+    deadline: float,
+    result: PlanPass,
+    ahead: timedelta = timedelta(0),
 ) -> list[Decided]:
     """The decide move: each schedule of ``batch``, in order, until ``time.monotonic()``
     passes ``deadline`` (those not reached stay due: first in the next pass). No database:
@@ -148,6 +157,7 @@ def decide_batch(
                 now=now,
                 pending_missed=batch.context.missed.get(schedule.pk, ()),
                 previous_running=schedule.pk in batch.context.running,
+                ahead=ahead,
             )
             write = to_write(schedule, decision)
         except DatabaseError:
@@ -237,6 +247,7 @@ def decide(
     now: datetime,
     pending_missed: Sequence[datetime],
     previous_running: bool,
+    ahead: timedelta = timedelta(0),
 ) -> planner.PlanDecision:
     """The planner's decision for one schedule: pure, given what the store said about it."""
     return planner.plan(
@@ -251,6 +262,7 @@ def decide(
             pending_missed=pending_missed,
             overlap=Overlap(schedule.overlap),
             previous_running=previous_running,
+            ahead=ahead,
         )
     )
 

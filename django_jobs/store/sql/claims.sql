@@ -24,7 +24,7 @@ SELECT set_config('enable_sort', %(enable_sort)s, true),
 -- The steps are numbered in claim_runs' docstring.
 WITH due AS (
     SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
-           o.tenant <> s.tenant AS forged,
+           o.tenant <> s.tenant AS forged, v.overlapped,
            -- A lapsed lease whose attempt had started: a lost attempt.
            CASE WHEN o.state = %(processing)s THEN EXISTS (
                SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
@@ -40,6 +40,19 @@ WITH due AS (
         FROM {schedule}
         WHERE id = o.schedule_id OFFSET 0
     ) s
+    -- Overlap skip, decided when the instant's occurrence comes due (it may have been planned
+    -- ahead, before anyone knew): a planned run that never started, due while another
+    -- occurrence of its schedule is processing, is skipped (reason overlap), as the planner
+    -- skips an instant that comes while the previous one runs. Retries and operators' runs
+    -- wait instead.
+    CROSS JOIN LATERAL (
+        SELECT s.overlap = %(overlap_skip)s AND o.state = %(scheduled)s
+               AND o.trigger = %(trigger_schedule)s AND o.attempts = 0
+               AND o.tenant = s.tenant
+               AND EXISTS (SELECT 1 FROM {occurrence} r
+                           WHERE r.schedule_id = o.schedule_id AND r.id <> o.id
+                             AND r.state = %(processing)s) AS overlapped
+    ) v
     WHERE o.state IN ({claimable_states})
       AND o.due_at <= %(now)s
       AND s.enabled AND s.status = %(status_active)s
@@ -66,7 +79,7 @@ WITH due AS (
       -- since the snapshot had no claim since, so the snapshot's view of its running
       -- occurrence can only be older in the safe direction (a run since ended). Two
       -- claimers can therefore never both start a run of it.
-      AND (s.overlap = %(overlap_allow)s OR EXISTS (
+      AND (s.overlap = %(overlap_allow)s OR v.overlapped OR EXISTS (
             SELECT 1 FROM {schedule} g
             WHERE g.id = s.id AND g.xmin = s.version
               AND (g.running_occurrence IS NULL OR g.running_occurrence = o.id
@@ -82,9 +95,16 @@ picked AS (
     SELECT ranked.*, row_number() OVER (ORDER BY due_at, id) AS place FROM (
         SELECT due.*, row_number() OVER (
             PARTITION BY schedule_id ORDER BY due_at, id) AS nth
-        FROM due
+        FROM due WHERE NOT overlapped
     ) ranked
     WHERE overlap = %(overlap_allow)s OR nth = 1
+),
+overlapped AS (
+    UPDATE {occurrence} o SET state = %(skipped)s, skip_reason = %(reason_overlap)s,
+        finished_at = %(now)s
+    FROM due d
+    WHERE o.id = d.id AND d.overlapped
+    RETURNING o.id
 ),
 -- An occurrence whose tenant is not its schedule's was written behind the store's
 -- back: never run under either tenant's name; dead, saying why.
@@ -159,10 +179,11 @@ SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
 UNION ALL
--- The occurrences a lost attempt dead-lettered, and forged ones: nothing to run.
--- (Which of the two, in the trigger column.)
+-- The occurrences a lost attempt dead-lettered, forged ones, and those skipped for overlap:
+-- nothing to run. (Which, in the trigger column.)
 SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL,
        {no_run_fields}
 FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
-      UNION ALL SELECT id, %(tenant_mismatch)s FROM forged) ended
+      UNION ALL SELECT id, %(tenant_mismatch)s FROM forged
+      UNION ALL SELECT id, %(reason_overlap)s FROM overlapped) ended
 ORDER BY was_due NULLS LAST, id

@@ -77,8 +77,9 @@ WHERE id IN (SELECT id FROM {schedule}
              FOR NO KEY UPDATE SKIP LOCKED)
 
 -- name: lock_due_schedules
+-- Due now, or within the plan-ahead horizon.
 SELECT * FROM {schedule} s
-WHERE s.enabled AND s.status = %(status_active)s AND s.next_due_at <= %(now)s
+WHERE s.enabled AND s.status = %(status_active)s AND s.next_due_at <= %(horizon)s
   AND {not_paused}
   AND {loadable}
   AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
@@ -144,3 +145,17 @@ ORDER BY o.schedule_id, o.scheduled_at
 
 -- name: lock_for_sync
 SELECT pg_advisory_xact_lock(hashtext('django_jobs.sync'))
+
+-- name: withdraw_planned_ahead
+-- Occurrences planned ahead of their instant (never started, not yet due) by the record as it
+-- was: gone, and each schedule's recovery point brought back to now, so the next plan pass
+-- plans what the changed record says. One a claim has taken is no longer scheduled, so it
+-- stays (the row lock makes the claim or this go first).
+WITH withdrawn AS (
+    DELETE FROM {occurrence}
+    WHERE schedule_id = ANY(%(ids)s::bigint[]) AND state = %(scheduled)s AND attempts = 0
+      AND trigger = %(trigger_schedule)s AND scheduled_at > %(now)s
+    RETURNING schedule_id
+)
+UPDATE {schedule} s SET last_scheduled_at = %(now)s
+WHERE s.id = ANY(%(ids)s::bigint[]) AND s.last_scheduled_at > %(now)s

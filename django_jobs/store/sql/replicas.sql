@@ -8,11 +8,13 @@ ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
     state = EXCLUDED.state, running = EXCLUDED.running
 
 -- name: next_schedule_due
-SELECT min(s.next_due_at) AS next_due_at FROM {schedule} s
-WHERE s.enabled AND s.status = %(status_active)s
-  AND {next_due_at_loadable}
-  AND (cardinality(%(excluded)s::text[]) = 0 OR {not_paused})
-  AND (%(jobs)s::text[] IS NULL OR s.job = ANY(%(jobs)s::text[]))
+-- When the next plan pass has work: the earliest next due instant less the plan-ahead
+-- interval (one lookup of the due index), never before year 1 (which Python cannot hold).
+SELECT GREATEST(min(s.next_due_at) - %(ahead)s::interval,
+                '0001-01-02 00:00:00+00'::timestamptz) AS next_due_at
+FROM {schedule} s
+WHERE {plannable}
+HAVING min(s.next_due_at) IS NOT NULL
 
 -- name: next_wakeup
 -- Two index lookups: the schedule one is next_schedule_due.
