@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import bigtable, catchup, ceiling, idle, peer, planner, thundering, userpath
+from . import bigtable, catchup, ceiling, floor, idle, peer, planner, thundering, userpath
 
 SCENARIOS = (
     "ceiling",
@@ -28,6 +28,7 @@ SCENARIOS = (
     "catchup",
     "bigtable",
     "userpath",
+    "floor",
 )
 
 
@@ -83,6 +84,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="user's path: seconds between starting the replicas and the burst's due instant",
     )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
+    parser.add_argument(
+        "--floor-batch",
+        type=int,
+        nargs="+",
+        default=[8, 24],
+        help="rows per claim of the SQL floor scenario (a replica of 8 threads claims up to "
+        "8 + CLAIM_AHEAD = 24 in a burst)",
+    )
     parser.add_argument(
         "--smoke",
         action="store_true",
@@ -415,6 +424,21 @@ def main(argv: list[str] | None = None) -> int:
             record("bigtable", bigtable.run(db, rows=rows))
     if "userpath" in args.scenarios:
         run_userpath(args, db, logs, record, results)
+    if "floor" in args.scenarios:
+        for count in args.schedules:
+            for batch in args.floor_batch:
+                for attempts in (False, True):
+                    record(
+                        "floor",
+                        floor.run(
+                            db,
+                            schedules=count,
+                            replicas=args.replicas,
+                            concurrency=args.concurrency,
+                            batch=batch,
+                            attempts=attempts,
+                        ),
+                    )
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,

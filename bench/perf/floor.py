@@ -1,0 +1,133 @@
+"""The SQL floor of a burst: the least a fenced claim and completion write, on our own tables.
+
+S occurrences of one schedule, planned before the clock starts (as ``PLAN_AHEAD_SECONDS``
+plans a burst), taken by W processes x C threads, each thread on its own connection doing
+nothing but: claim up to B due rows (``FOR UPDATE SKIP LOCKED``, state, lease, token and
+attempt count written), commit; complete them, each checked against its token, commit. No
+handler, no Python beyond the loop, no planner settings; ``attempts`` rows: also insert one
+Attempt per claim and end it at completion, as the worker does.
+
+It is not a design: it leaves out what the worker must do (overlap guards, lost attempts,
+forged rows, the kill switch, values Python cannot load, timeouts). It says how fast this
+machine's PostgreSQL can go through a burst at all with one row per occurrence, so a target
+for the real path can be read against it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from ..postgres import Database
+from .measure import Counters
+
+CLAIM = """
+UPDATE django_jobs_occurrence o SET state = 'processing', lease_owner = %(owner)s,
+    lease_expires_at = now() + interval '60 s', due_at = now() + interval '60 s',
+    fencing_token = o.fencing_token + 1, attempts = o.attempts + 1, started_at = now()
+WHERE o.id IN (SELECT id FROM django_jobs_occurrence
+               WHERE state IN ('scheduled', 'failed', 'processing') AND due_at <= now()
+               ORDER BY due_at LIMIT %(batch)s FOR UPDATE SKIP LOCKED)
+RETURNING o.id, o.fencing_token"""
+START = """
+INSERT INTO django_jobs_attempt (occurrence_id, number, fencing_token, replica, trigger,
+    started_at, outcome, error_type, error_message)
+SELECT id, 1, token, %(owner)s, 'schedule', now(), 'running', '', ''
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)"""
+COMPLETE = """
+UPDATE django_jobs_occurrence o SET state = 'completed', finished_at = now(), lease_owner = '',
+    lease_expires_at = NULL
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+WHERE o.id = t.id AND o.fencing_token = t.token AND o.state = 'processing'"""
+END_ATTEMPT = """
+UPDATE django_jobs_attempt a SET outcome = 'succeeded', finished_at = now()
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+WHERE a.occurrence_id = t.id AND a.fencing_token = t.token"""
+PLAN = """
+INSERT INTO django_jobs_occurrence (id, schedule_id, tenant, scheduled_at, state, skip_reason,
+    trigger, due_at, lease_owner, fencing_token, attempts, failures, last_error_type,
+    last_error_message)
+SELECT gen_random_uuid(), %(schedule)s, '', now() - g * interval '1 microsecond', 'scheduled',
+       '', 'schedule', now(), '', 0, 0, 0, '', ''
+FROM generate_series(1, %(count)s) AS g"""
+
+
+def _thread(url: str, owner: str, batch: int, attempts: bool) -> None:
+    with psycopg.connect(url, autocommit=True, application_name=f"perf-{owner}") as conn:
+        while True:
+            with conn.transaction():
+                rows = conn.execute(CLAIM, {"owner": owner, "batch": batch}).fetchall()
+                taken = {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows]}
+                if rows and attempts:
+                    conn.execute(START, {**taken, "owner": owner})
+            if not rows:
+                return
+            with conn.transaction():
+                conn.execute(COMPLETE, taken)
+                if attempts:
+                    conn.execute(END_ATTEMPT, taken)
+
+
+def _process(url: str, name: str, threads: int, batch: int, attempts: bool) -> None:
+    running = [
+        threading.Thread(target=_thread, args=(url, f"{name}-{n}", batch, attempts))
+        for n in range(threads)
+    ]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+
+
+def run(
+    db: Database, *, schedules: int, replicas: int, concurrency: int, batch: int, attempts: bool
+) -> dict[str, Any]:
+    from django.db import connection
+
+    from .thundering import RESET, add_schedules, completed
+
+    db.execute(RESET)
+    add_schedules(1, job="perf.noop", due=db_now(db), prefix="perf.floor")
+    ((schedule,),) = db.rows("SELECT id FROM django_jobs_schedule")
+    db.execute(PLAN, {"schedule": schedule, "count": schedules})
+    db.execute("VACUUM ANALYZE django_jobs_occurrence")
+    connection.close()
+    spawn = multiprocessing.get_context("spawn")
+    processes = [
+        spawn.Process(target=_process, args=(db.url, f"f{n}", concurrency, batch, attempts))
+        for n in range(replicas)
+    ]
+    before = Counters.read(db, [])
+    began = time.monotonic()
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    took = time.monotonic() - began
+    spent = Counters.read(db, []) - before
+    done = completed(db)
+    return {
+        "scenario": f"SQL floor ({'with' if attempts else 'no'} Attempt rows)",
+        "schedules": schedules,
+        "replicas": replicas,
+        "concurrency": concurrency,
+        "batch": batch,
+        "makespan_s": took,
+        "per_second": done / took,
+        "completed": done,
+        "commits_per_occurrence": spent.commits / schedules,
+        "wal_bytes_per_occurrence": spent.wal_bytes / schedules,
+        "row_versions_per_occurrence": spent.row_versions / schedules,
+    }
+
+
+def db_now(db: Database) -> Any:
+    ((now,),) = db.rows("SELECT now()")
+    return now
+
+
+__all__ = ["run"]
