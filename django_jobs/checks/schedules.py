@@ -19,8 +19,11 @@ from ..validation import draft_gaps, draft_overdue
 from .environment import current_date
 
 
-def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[CheckMessage]:
-    """Problems of one schedule record (a ``Schedule`` row or a declaration's view of one)."""
+def _record_problems(
+    record: Any, *, has_limit: bool, today: date, jobs: frozenset[str] | None = None
+) -> list[CheckMessage]:
+    """Problems of one schedule record (a ``Schedule`` row or a declaration's view of one);
+    ``jobs``: the registered job names, when the caller checks many records."""
     name = f"Schedule {record.label!r}"
     found = _owner_problems(record, name) + _draft_problems(record, name, today)
     if record.timing_kind == "cron":
@@ -28,7 +31,7 @@ def _record_problems(record: Any, *, has_limit: bool, today: date) -> list[Check
     if record.timing_kind == "rrule":
         found += _rule_problems(record, name)
     found += _local_time_problems(record, name)
-    if record.job not in registry.names():
+    if record.job not in (jobs if jobs is not None else registry.names()):
         found.append(
             Error(
                 f"{name}: no handler is registered for job {record.job!r}.",
@@ -221,7 +224,7 @@ class _RecordView:
 
 
 def _view_of_declaration(d: Declaration) -> _RecordView:
-    fields = d.record_fields()
+    fields = d.timing.record_fields()  # the columns of the timing: all a view reads
     return _RecordView(
         label=f"{d.tenant}/{d.key}" if d.tenant else d.key,
         obj=d,
@@ -270,10 +273,11 @@ def _view_of_row(s: Any) -> _RecordView:
 @register()
 def check_declared_schedules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E010-E016 over the schedules declared in ``schedules.py`` modules."""
-    today = current_date()
+    today, jobs = current_date(), frozenset(registry.names())
     found: list[CheckMessage] = []
     for declaration in declared.all():
-        found += _record_problems(_view_of_declaration(declaration), has_limit=True, today=today)
+        view = _view_of_declaration(declaration)
+        found += _record_problems(view, has_limit=True, today=today, jobs=jobs)
     return found
 
 
@@ -290,7 +294,7 @@ def check_schedule_records(
 
     if Schedule._meta.db_table not in connection.introspection.table_names():
         return []  # not migrated yet (migrate runs database checks first)
-    today = current_date()
+    today, jobs = current_date(), frozenset(registry.names())
     found: list[CheckMessage] = []
     rows = (
         Schedule.objects.exclude(status="retired")
@@ -299,5 +303,6 @@ def check_schedule_records(
     )
     for row in rows:
         has_limit = hasattr(row, "limit")
-        found += _record_problems(_view_of_row(row), has_limit=has_limit, today=today)
+        view = _view_of_row(row)
+        found += _record_problems(view, has_limit=has_limit, today=today, jobs=jobs)
     return found
