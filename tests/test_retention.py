@@ -140,6 +140,45 @@ def test_a_retention_pass_deletes_finished_rows_past_every_limit_and_nothing_unf
     assert state.caught_up_at == state.finished_at
 
 
+def test_a_page_purge_is_bounded_by_the_batch_and_keeps_each_schedules_newest(clock) -> None:
+    """One statement over several schedules deletes at most the batch, oldest first within
+    each schedule; repeated, it leaves each schedule what its own Limit keeps."""
+    clock.set(T0)
+    schedules = [ScheduleFactory.create(next_due_at=None) for _ in range(3)]
+    for n, schedule in enumerate(schedules):
+        Limit.objects.create(schedule=schedule, keep_last=2 + n)
+        plan(schedule, *(T0 - timedelta(minutes=m) for m in range(1, 7)), now=T0)
+    Occurrence.objects.update(state=OccurrenceState.COMPLETED, finished_at=T0)
+    ids = [s.pk for s in schedules]
+
+    counts = []
+    while count := store.purge_page(ids, now=T0, batch_size=4):
+        counts.append(count)
+    assert counts == [4, 4, 1]  # 4 + 3 + 2 beyond keep_last 2, 3, 4 of six each
+    for n, schedule in enumerate(schedules):
+        kept = Occurrence.objects.filter(schedule=schedule).order_by("-scheduled_at")
+        newest = [T0 - timedelta(minutes=m) for m in range(1, 3 + n)]
+        assert list(kept.values_list("scheduled_at", flat=True)) == newest
+
+
+def test_a_retention_pass_over_thousands_of_limits_purges_a_page_per_statement(clock) -> None:
+    """1,200 schedules with Limits and nothing to purge: three purge statements (pages of
+    500), where one per schedule cost 1,200 every pass."""
+    from django.test.utils import CaptureQueriesContext
+
+    clock.set(T0)
+    made = Schedule.objects.bulk_create(
+        [ScheduleFactory.build(key=f"limited-{n}", next_due_at=None) for n in range(1200)]
+    )
+    Limit.objects.bulk_create([Limit(schedule=s, keep_last=5) for s in made])
+    with CaptureQueriesContext(connection) as queries:
+        done = retention_pass(clock)
+    assert done is not None
+    assert done.schedules == 1200
+    purges = [q for q in queries.captured_queries if "gone_attempts AS" in q["sql"]]
+    assert len(purges) == 3
+
+
 def test_one_replica_at_a_time_runs_retention(clock) -> None:
     """A second connection holding the retention lock (a replica mid-pass): this one skips."""
     clock.set(T0)

@@ -75,7 +75,7 @@ def _timed_batches(times: list[float]) -> Iterator[None]:
     """Time each purge statement a retention pass runs (the real one, wrapped)."""
     from django_jobs import store
 
-    real = store.purge_batch
+    real = store.purge_page
 
     def timed(*args: Any, **kwargs: Any) -> int:
         started = time.perf_counter()
@@ -84,7 +84,7 @@ def _timed_batches(times: list[float]) -> Iterator[None]:
         finally:
             times.append(time.perf_counter() - started)
 
-    with mock.patch.object(store, "purge_batch", timed):
+    with mock.patch.object(store, "purge_page", timed):
         yield
 
 

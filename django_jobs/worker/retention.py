@@ -7,8 +7,9 @@ pass, off the claim path (its own thread and connection, short statements):
 
 1. retires the one-off schedules whose occurrences are all final (``store.retire_one_offs``);
 2. deletes each schedule's finished occurrences beyond its Limit, with their attempts and
-   steps, ``PURGE_BATCH_SIZE`` at a time, each batch its own short transaction, until
-   caught up or ``RETENTION_BUDGET_SECONDS`` is spent (the next pass continues);
+   steps, ``PURGE_BATCH_SIZE`` at a time for a page of 500 schedules (``store.purge_page``),
+   each batch its own short transaction, until caught up or ``RETENTION_BUDGET_SECONDS`` is
+   spent (the next pass continues);
 3. removes retired one-offs whose retention has passed since they retired, with their rows.
 
 It records what it did in ``RetentionState`` (``jobs health --json`` shows it, with the lag)
@@ -97,17 +98,14 @@ def _apply(*, clock: Clock, settings: JobsSettings) -> RetentionPass:
     result.retired = len(store.retire_one_offs(now=now))
     after = 0
     while page := store.schedules_with_limits(after=after, limit=_PAGE):
-        for schedule_id in page:
-            result.schedules += 1
-            while True:
-                count = store.purge_batch(schedule_id, now=now, batch_size=batch)
-                result.deleted += count
-                if count < batch:
-                    break
-                if time.monotonic() >= budget_end:
-                    result.caught_up = False
-                    break
-            if not result.caught_up:
+        result.schedules += len(page)
+        while True:
+            count = store.purge_page(page, now=now, batch_size=batch)
+            result.deleted += count
+            if count < batch:
+                break
+            if time.monotonic() >= budget_end:
+                result.caught_up = False
                 break
         if not result.caught_up:
             break

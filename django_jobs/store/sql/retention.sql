@@ -2,36 +2,41 @@
 -- their own retention has passed, removed. Fragments: {terminal_states} and
 -- {unfinished_states} (placeholders of those states).
 
--- name: purge_batch
--- The cutoff is the later of now - keep_for and the scheduled instant of the keep_last-th
--- newest occurrence; finished occurrences scheduled before it go, with their attempts and
--- steps, all or nothing.
-WITH lim AS (SELECT keep_for, keep_last FROM {limit} WHERE schedule_id = %(schedule)s),
-cutoff AS (
-    SELECT GREATEST(
-        -- A keep_for reaching before the earliest timestamp keeps everything (NULL)
-        -- instead of failing the purge with "timestamp out of range".
-        (SELECT CASE WHEN keep_for < %(now)s::timestamptz - '4713-01-01 00:00+00 BC'
-                THEN %(now)s::timestamptz - keep_for END FROM lim),
-        -- OFFSET NULL means no offset, so a missing keep_last is guarded, and by a
-        -- CASE, so that the subquery is not run at all then: a filter inside it
-        -- would be checked row by row over the schedule's whole history.
-        CASE WHEN (SELECT keep_last FROM lim) IS NOT NULL THEN
+-- name: purge_page
+-- At most %(batch)s finished occurrences of a page of schedules beyond their Limits, oldest
+-- first within each schedule, with their attempts and steps, all or nothing. A schedule's
+-- cutoff is the later of now - keep_for and the scheduled instant of its keep_last-th newest
+-- occurrence; finished occurrences scheduled before it go. A keep_for reaching before the
+-- earliest timestamp keeps everything (NULL) instead of failing with "timestamp out of
+-- range"; a missing keep_last is guarded by a CASE (OFFSET NULL means no offset, and a
+-- filter inside the subquery would be checked row by row over the schedule's history).
+WITH cutoff AS (
+    SELECT l.schedule_id, GREATEST(
+        CASE WHEN l.keep_for < %(now)s::timestamptz - '4713-01-01 00:00+00 BC'
+             THEN %(now)s::timestamptz - l.keep_for END,
+        CASE WHEN l.keep_last IS NOT NULL THEN
             (SELECT o.scheduled_at FROM {occurrence} o
-             WHERE o.schedule_id = %(schedule)s
+             WHERE o.schedule_id = l.schedule_id
              ORDER BY o.scheduled_at DESC
-             OFFSET (SELECT keep_last - 1 FROM lim) LIMIT 1)
+             OFFSET l.keep_last - 1 LIMIT 1)
         END
     ) AS at
+    FROM {limit} l
+    WHERE l.schedule_id = ANY(%(schedules)s::bigint[])
 ),
 doomed AS (
-    SELECT o.id FROM {occurrence} o, cutoff
-    WHERE o.schedule_id = %(schedule)s
-      AND o.scheduled_at < cutoff.at
-      AND o.state IN ({terminal_states})
-    ORDER BY o.scheduled_at
+    SELECT d.id FROM cutoff c
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM {occurrence} o
+        WHERE o.schedule_id = c.schedule_id
+          AND o.scheduled_at < c.at
+          AND o.state IN ({terminal_states})
+        ORDER BY o.scheduled_at
+        LIMIT %(batch)s
+        FOR UPDATE SKIP LOCKED
+    ) d
+    WHERE c.at IS NOT NULL
     LIMIT %(batch)s
-    FOR UPDATE OF o SKIP LOCKED
 ),
 gone_steps AS (
     DELETE FROM {step} WHERE occurrence_id IN (SELECT id FROM doomed)
