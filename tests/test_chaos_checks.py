@@ -503,7 +503,9 @@ def test_a_park_no_replica_logged_is_reported(refused, tmp_path: Path):
 
 
 def test_occurrences_planned_after_the_corruption_are_reported(refused, tmp_path: Path):
-    plan(refused.zoned, T0 - S, T0 + 3 * S, now=T0)  # before the corruption, and after
+    # Before the corruption, within what a pass before it planned ahead, and beyond that.
+    beyond = T0 + hostile.AHEAD + 3 * S
+    plan(refused.zoned, T0 - S, T0 + hostile.AHEAD - S, beyond, now=T0)
     problems = broken(refused.check(tmp_path))
     assert problems == {
         "hostile schedule rows parked, naming the field": [

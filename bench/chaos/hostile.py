@@ -25,7 +25,7 @@ from django_jobs.scheduling.planner import HEAD_WINDOW
 
 from ..postgres import Database
 from .history import Findings, Rows
-from .replicas import Incarnation, wait_for
+from .replicas import PLAN_AHEAD_SECONDS, Incarnation, wait_for
 
 HOSTILE = "hostile."
 # ``store.TENANT_MISMATCH`` (the runner is no Django process: it reads the pure modules only).
@@ -36,8 +36,10 @@ FORGED_TENANT = "intruder"
 # check counts (the reader's, the crasher's).
 FORGE_ON = ("chaos.tick", "chaos.outside", "chaos.flaky", "chaos.doomed")
 # Instants planned by a pass that read a row before it was corrupted are at most that pass's
-# "now", before the UPDATE (which waited for the pass's row lock); the rest is clock slack.
+# "now" plus how far ahead it plans (PLAN_AHEAD_SECONDS), before the UPDATE (which waited for
+# the pass's row lock); the rest is clock slack.
 SLACK = timedelta(seconds=2)
+AHEAD = timedelta(seconds=PLAN_AHEAD_SECONDS)
 # An ancient schedule has caught up once it has planned up to this close to the end of the
 # faults (it is a per-minute cron).
 CAUGHT_UP = timedelta(minutes=2)
@@ -278,7 +280,8 @@ def parked(
 ) -> None:
     """Every hostile schedule row the planner must refuse is parked, naming the field the
     campaign corrupted, with ``next_due_at`` cleared and ``schedule.invalid`` logged; nothing
-    of it is planned after it was written (after the corruption, for a corrupted one)."""
+    of it is planned after it was written (for a corrupted one, no instant beyond what a pass
+    before the corruption planned ahead: ``PLAN_AHEAD_SECONDS`` after it)."""
     problems, delays = [], []
     for d in details:
         key, expect = d["schedule"], d["expect"]
@@ -303,8 +306,9 @@ def parked(
             problems.append(f"{key}: parked for {field} but still due at {next_due}")
         if (key, field) not in logged:
             problems.append(f"{key}: parked for {field}, but no replica logged schedule.invalid")
-        # A new row: nothing of it. A corrupted one: nothing after the corruption.
-        since = written + SLACK if "corrupted_at" in d else None
+        # A new row: nothing of it. A corrupted one: nothing beyond what was planned ahead
+        # before the corruption (those stay: parking stops planning, it does not unplan).
+        since = written + AHEAD + SLACK if "corrupted_at" in d else None
         ((after,),) = db.rows(
             "SELECT count(*) FROM django_jobs_occurrence WHERE schedule_id = %s"
             " AND scheduled_at > COALESCE(%s, '-infinity'::timestamptz)",

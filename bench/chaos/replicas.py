@@ -255,9 +255,15 @@ def wait_for(condition: Any, *, timeout: float, what: str, every: float = 0.5) -
         time.sleep(every)
 
 
+# How far ahead the campaign's replicas plan (their PLAN_AHEAD_SECONDS, the default): the
+# hostile-row check allows the instants a pass planned ahead before a row was corrupted.
+PLAN_AHEAD_SECONDS = 30
+
+
 def worker_env(database_url: str) -> dict[str, str]:
     return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.chaos.settings",
         "DATABASE_URL": database_url,
+        "CHAOS_PLAN_AHEAD_SECONDS": str(PLAN_AHEAD_SECONDS),
     }

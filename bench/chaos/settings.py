@@ -38,6 +38,7 @@ DJANGO_JOBS = {
     "TIMEOUT_GRACE_SECONDS": float(os.environ.get("CHAOS_GRACE_SECONDS", "2")),
     "HEARTBEAT_SECONDS": 1,
     "POLL_SECONDS": 1,
+    "PLAN_AHEAD_SECONDS": float(os.environ.get("CHAOS_PLAN_AHEAD_SECONDS", "30")),
     # Retention passes every 2 s, under the same faults (campaign schedules keep 7 days, so
     # nothing the invariants read is deleted): the lock, the thread and its connection.
     "RETENTION_SECONDS": 2,
