@@ -269,3 +269,25 @@ def test_a_withdrawal_leaves_an_occurrence_a_claim_has_taken(clock: FakeClock) -
     assert claim("fast-clock", now=T0 + timedelta(seconds=20))
     store.withdraw_planned_ahead([schedule.pk], now=T0)  # a clock 20 s behind the claimer's
     assert Occurrence.objects.get().state == OccurrenceState.PROCESSING
+
+
+@pytestmark_db
+def test_a_sync_that_moves_a_declared_one_off_withdraws_the_occurrence_planned_ahead(
+    clock: FakeClock, registered
+) -> None:
+    """The same as upsert, through ``jobs sync``: declared for T0 + 20 s and planned ahead,
+    then declared for T0 + 25 s: the old instant's occurrence is gone, the new one planned."""
+    from django_jobs.services import sync_schedules
+
+    registered("tests.noop", lambda run: None)
+    old, new = T0 + timedelta(seconds=20), T0 + timedelta(seconds=25)
+    clock.set(T0)
+    sync_schedules([declaration("moved", job="tests.noop", timing=at(old))], now=T0)
+    run_due(clock)
+    assert list(Occurrence.objects.values_list("scheduled_at", flat=True)) == [old]
+
+    clock.set(T0 + timedelta(seconds=1))
+    sync_schedules([declaration("moved", job="tests.noop", timing=at(new))], now=clock.now())
+    assert not Occurrence.objects.exists()
+    run_due(clock)
+    assert list(Occurrence.objects.values_list("scheduled_at", flat=True)) == [new]
