@@ -32,6 +32,8 @@ def test_settings_are_read_at_access_time() -> None:
         ({"RETENTION_SECONDS": -1}, "DJANGO_JOBS['RETENTION_SECONDS'] must not be negative"),
         ({"RETENTION_BUDGET_SECONDS": 0}, "DJANGO_JOBS['RETENTION_BUDGET_SECONDS'] must be"),
         ({"ONE_OFF_KEEP_SECONDS": 1e15}, "DJANGO_JOBS['ONE_OFF_KEEP_SECONDS'] must be at most"),
+        ({"PLAN_AHEAD_SECONDS": 601}, "DJANGO_JOBS['PLAN_AHEAD_SECONDS'] must be at most 600"),
+        ({"PLAN_AHEAD_SECONDS": -1}, "DJANGO_JOBS['PLAN_AHEAD_SECONDS'] must not be negative"),
     ],
 )
 def test_bad_settings_are_refused_naming_the_key(value, message) -> None:
