@@ -1,11 +1,11 @@
 """The SQL floor of a burst: the least a fenced claim and completion write, on our own tables.
 
 S occurrences of one schedule, planned before the clock starts (as ``PLAN_AHEAD_SECONDS``
-plans a burst), taken by W processes x C threads, each thread on its own connection doing
-nothing but: claim up to B due rows (``FOR UPDATE SKIP LOCKED``, state, lease, token and
-attempt count written), commit; complete them, each checked against its token, commit. No
-handler, no Python beyond the loop, no planner settings; ``attempts`` rows: also insert one
-Attempt per claim and end it at completion, as the worker does.
+plans a burst), taken by W processes x C threads, each thread on its own connection (the clock
+starts once all have connected) doing nothing but: claim up to B due rows (``FOR UPDATE SKIP
+LOCKED``; state, lease, token and attempt count written), commit; complete them, each checked
+against its token, commit. No handler, no Python beyond the loop, no planner settings; with
+``attempts``, also one Attempt inserted per claim and ended at completion, as the worker does.
 
 It is not a design: it leaves out what the worker must do (overlap guards, lost attempts,
 forged rows, the kill switch, values Python cannot load, timeouts). It says how fast this
@@ -56,8 +56,9 @@ SELECT gen_random_uuid(), %(schedule)s, '', now() - g * interval '1 microsecond'
 FROM generate_series(1, %(count)s) AS g"""
 
 
-def _thread(url: str, owner: str, batch: int, attempts: bool) -> None:
+def _thread(url: str, owner: str, batch: int, attempts: bool, ready: Any) -> None:
     with psycopg.connect(url, autocommit=True, application_name=f"perf-{owner}") as conn:
+        ready.wait()  # every thread connected: the clock starts
         while True:
             with conn.transaction():
                 rows = conn.execute(CLAIM, {"owner": owner, "batch": batch}).fetchall()
@@ -72,9 +73,9 @@ def _thread(url: str, owner: str, batch: int, attempts: bool) -> None:
                     conn.execute(END_ATTEMPT, taken)
 
 
-def _process(url: str, name: str, threads: int, batch: int, attempts: bool) -> None:
+def _process(url: str, name: str, threads: int, batch: int, attempts: bool, ready: Any) -> None:
     running = [
-        threading.Thread(target=_thread, args=(url, f"{name}-{n}", batch, attempts))
+        threading.Thread(target=_thread, args=(url, f"{name}-{n}", batch, attempts, ready))
         for n in range(threads)
     ]
     for thread in running:
@@ -97,14 +98,17 @@ def run(
     db.execute("VACUUM ANALYZE django_jobs_occurrence")
     connection.close()
     spawn = multiprocessing.get_context("spawn")
+    # The clock starts once every process has started and every thread has connected.
+    ready = spawn.Barrier(replicas * concurrency + 1)
     processes = [
-        spawn.Process(target=_process, args=(db.url, f"f{n}", concurrency, batch, attempts))
+        spawn.Process(target=_process, args=(db.url, f"f{n}", concurrency, batch, attempts, ready))
         for n in range(replicas)
     ]
-    before = Counters.read(db, [])
-    began = time.monotonic()
     for process in processes:
         process.start()
+    before = Counters.read(db, [])
+    ready.wait()
+    began = time.monotonic()
     for process in processes:
         process.join()
     took = time.monotonic() - began
