@@ -116,7 +116,8 @@ def _update(
     if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
         existing.retired_at = None
     timing_changed = any(k in TIMING_FIELDS for k in changed)
-    if timing_changed or "status" in changed:
+    replan = outdates_planned(changed)
+    if replan:
         existing.next_due_at = write.now  # re-plan from the recovery point with the new timing
     if existing.parked_field:  # written again: the planner checks the new record
         before["parked"] = f"{existing.parked_field}: {existing.parked_reason}"
@@ -124,7 +125,7 @@ def _update(
         unpark(existing, now=write.now)
     existing.full_clean(exclude=["running_occurrence"])
     existing.save()
-    if outdates_planned(changed):
+    if replan:
         store.withdraw_planned_ahead([existing.pk], now=write.now)
     action = change_action(before, timing_changed=timing_changed)
     record(
@@ -140,8 +141,9 @@ def _update(
 
 
 def outdates_planned(changed: dict[str, Any]) -> bool:
-    """Whether a change makes the occurrences planned ahead of their instant under the old
-    record wrong (``store.withdraw_planned_ahead``): its timing or its status. (Policies are
+    """Whether a change re-plans a schedule (from its recovery point) and makes the occurrences
+    planned ahead of their instant under the old record wrong (``store.withdraw_planned_ahead``):
+    its timing or its status. (Policies are
     read when an occurrence is claimed, so a change of them applies to those already planned.)"""
     return "status" in changed or any(k in TIMING_FIELDS for k in changed)
 

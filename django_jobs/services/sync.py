@@ -272,10 +272,11 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
         parked = f"{schedule.parked_field}: {schedule.parked_reason}"
         if schedule.parked_field:  # written again: the planner checks the new record
             before["parked"], changed["parked"] = parked, ""
-        columns |= _apply(schedule, changed, sync.now, replan=timing_changed)
+        replan = outdates_planned(changed)
+        columns |= _apply(schedule, changed, sync.now, replan=replan)
         entries.append(_entry(schedule, sync, action, before=before, after=changed))
         written.append(schedule)
-        if outdates_planned(changed):
+        if replan:
             outdated.append(schedule.pk)
     Schedule.objects.bulk_update(written, sorted(columns), batch_size=BATCH)
     store.withdraw_planned_ahead(outdated, now=sync.now)
@@ -285,8 +286,8 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
 
 def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan: bool) -> set[str]:
     """Set ``changed`` on ``schedule`` as one update of it does (a revived one is no longer
-    retired; a timing or status change re-plans it; a parked one is unparked); return the
-    columns written."""
+    retired; ``replan``, a timing or status change, re-plans it; a parked one is unparked);
+    return the columns written."""
     columns = {name for name in changed if name != "parked"}
     for name in columns:
         setattr(schedule, name, changed[name])
@@ -294,7 +295,7 @@ def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan
     if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
         schedule.retired_at = None
         columns.add("retired_at")
-    if replan or "status" in changed:
+    if replan:
         schedule.next_due_at = now  # re-plan from the recovery point with the new timing
         columns.add("next_due_at")
     if schedule.parked_field:
