@@ -61,7 +61,7 @@ def next_wakeup(
 ) -> datetime | None:
     """The earliest instant at which planning or claiming has work: a schedule's next due
     instant less ``ahead`` (``next_schedule_due``) or a claimable occurrence's ``due_at``.
-    Two index lookups. What this replica would
+    Two walks of a due index, each stopping at its first row. What this replica would
     not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
     jobs) is left out: a replica never wakes for work it then leaves."""
     (row,) = _named_rows(QUERIES["next_wakeup"], _next_params(exclude_keys, jobs, ahead))
@@ -86,7 +86,7 @@ def next_schedule_due(
 ) -> datetime | None:
     """When a plan pass next has work: the earliest ``next_due_at`` of an active, enabled
     schedule this replica would plan (see ``next_wakeup``), less ``ahead``
-    (``PLAN_AHEAD_SECONDS``). One index lookup."""
+    (``PLAN_AHEAD_SECONDS``). One walk of the due index, stopping at its first row."""
     rows = _named_rows(QUERIES["next_schedule_due"], _next_params(exclude_keys, jobs, ahead))
     return rows[0].next_due_at.astimezone(UTC) if rows else None
 
