@@ -64,10 +64,12 @@ from .retention import (
     schedules_with_limits,
     try_retention_lock,
 )
+from .statistics import REFRESH_AT_LEAST, refresh_statistics
 from .steps import record_step, step_done
 
 __all__ = [
     "CHANNEL",
+    "REFRESH_AT_LEAST",
     "RUN_FIELDS",
     "TENANT_MISMATCH",
     "WORKER_LOST",
@@ -113,6 +115,7 @@ __all__ = [
     "record_retention",
     "record_skip_summary",
     "record_step",
+    "refresh_statistics",
     "release",
     "release_retention_lock",
     "remove_retired_one_offs",

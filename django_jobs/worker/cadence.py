@@ -33,6 +33,8 @@ class PlanCadence:
     def __init__(self, *, replica_id: str, settings: JobsSettings, jobs: Registry) -> None:
         self.replica_id, self.settings, self.registry = replica_id, settings, jobs
         self.plan_at: datetime | None = None
+        # Occurrences this replica planned since it last refreshed the table's statistics.
+        self.planned_unanalyzed = 0
 
     def jobs(self) -> list[str]:
         """The jobs this replica has handlers for: the only ones it plans."""
@@ -96,8 +98,20 @@ class PlanCadence:
         self._park_unplannable(now, jobs=jobs, limit=limit)
         if planned.planned:
             store.notify("plan")
+        self._refresh_statistics(planned.planned)
         if self.plan_at is not None:
             self.plan_at = self._next_plan_at(now, planned, paused=paused, jobs=jobs)
+
+    def _refresh_statistics(self, planned: int) -> None:
+        """After passes that planned a large share of the occurrence table (a burst planned
+        ahead), refresh its statistics before the burst is due (``store.refresh_statistics``).
+        """
+        self.planned_unanalyzed += planned
+        if self.planned_unanalyzed >= store.REFRESH_AT_LEAST and store.refresh_statistics(
+            planned=self.planned_unanalyzed
+        ):
+            log.info("statistics.refreshed", planned=self.planned_unanalyzed)
+            self.planned_unanalyzed = 0
 
     def unplannable_after(self) -> timedelta:
         """How long a schedule whose job has no handler here may stay due, unplanned, before
