@@ -12,15 +12,19 @@ from ..clock import ensure_aware_utc
 from ..models import AttemptOutcome
 from ..safe_error import SafeError
 from ._sql import _named_rows, _rows, load_queries
-from .records import Lease, WriteResult, _lease_arrays
+from .records import Lease, WriteResult, _lease_arrays, _lease_one
 
 QUERIES = load_queries("completion")
 
 # The fenced write once per way an attempt ends, each with what it sets on an accepted
 # occurrence (``completed``, ``retry``, ``dead``, ``released`` in sql/completion.sql).
+_ENDS = ("completed", "retry", "dead", "released")
 FENCED_WRITES = {
-    ends: load_queries("fenced_write", accepted=QUERIES[ends])["fenced_write"]
-    for ends in ("completed", "retry", "dead", "released")
+    ends: load_queries("fenced_write", accepted=QUERIES[ends])["fenced_write"] for ends in _ENDS
+}
+# The same for one lease without skip_locked: what a run thread writes for its own run.
+FENCED_WRITES_ONE = {
+    ends: load_queries("fenced_write", accepted=QUERIES[ends])["fenced_write_one"] for ends in _ENDS
 }
 
 
@@ -34,7 +38,8 @@ def _fenced_write(
     skip_locked: bool = False,
 ) -> WriteResult:
     """End the attempts of ``leases`` as ``ends`` (a key of ``FENCED_WRITES``) where the lease
-    is current; record every attempt's end. One statement.
+    is current; record every attempt's end. One statement: for one lease without
+    ``skip_locked``, ``FENCED_WRITES_ONE``'s, which finds its row by primary key.
 
     Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. No
     schedule row is written: a schedule's last completion is read from its occurrences
@@ -48,8 +53,9 @@ def _fenced_write(
     owners = {lease.owner for lease in leases}
     if len(owners) != 1:
         raise ValueError("a fenced write takes leases of one owner")
+    one = len(leases) == 1 and not skip_locked
     params = {
-        **_lease_arrays(leases),
+        **(_lease_one(leases[0]) if one else _lease_arrays(leases)),
         "owner": owners.pop(),
         "now": ensure_aware_utc(now, name="now"),
         "outcome": outcome.value,
@@ -58,7 +64,8 @@ def _fenced_write(
         "skip_locked": skip_locked,
         **params,
     }
-    done = {row.id for row in _named_rows(FENCED_WRITES[ends], params)}
+    statement = (FENCED_WRITES_ONE if one else FENCED_WRITES)[ends]
+    done = {row.id for row in _named_rows(statement, params)}
     ids = {lease.occurrence_id for lease in leases}
     return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done))
 

@@ -80,3 +80,8 @@ def _lease_arrays(leases: Sequence[Lease]) -> dict[str, list[Any]]:
         "ids": [lease.occurrence_id for lease in leases],
         "tokens": [lease.token for lease in leases],
     }
+
+
+def _lease_one(lease: Lease) -> dict[str, Any]:
+    """The identity and token of one lease, for the fenced statement of one."""
+    return {"id": lease.occurrence_id, "token": lease.token}

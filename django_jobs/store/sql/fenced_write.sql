@@ -37,3 +37,26 @@ ended AS (
 -- pointing at this occurrence: a claim passes it once that occurrence is no longer
 -- processing (claims.sql, ``due``), so clearing it would cost a schedule row version.
 SELECT id FROM done
+
+-- name: fenced_write_one
+-- The same for one lease (a run thread's own outcome, run.atomic()'s completion), without
+-- skip_locked: every row is found by its primary key, so the plan is the same whatever the
+-- statistics say, and planning it costs a fraction of the one above.
+WITH done AS (
+    UPDATE {occurrence} o SET {accepted},
+        lease_owner = '', lease_expires_at = NULL
+    WHERE o.id = %(id)s AND o.fencing_token = %(token)s
+      AND o.lease_owner = %(owner)s AND o.state = %(processing)s
+    RETURNING o.id
+),
+ended AS (
+    UPDATE {attempt} a SET
+        outcome = CASE WHEN EXISTS (SELECT 1 FROM done)
+                  THEN %(outcome)s ELSE %(attempt_fenced_out)s END,
+        finished_at = %(now)s,
+        error_type = %(error_type)s,
+        error_message = %(error_message)s
+    WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
+      AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
+)
+SELECT id FROM done
