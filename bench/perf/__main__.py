@@ -28,6 +28,7 @@ SCENARIOS = (
     "catchup",
     "bigtable",
     "userpath",
+    "burst",
     "floor",
 )
 
@@ -82,6 +83,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=60,
         help="user's path: seconds between starting the replicas and the burst's due instant",
+    )
+    parser.add_argument(
+        "--burst-jobs",
+        default="noop,atomic",
+        help="burst scenario: comma-separated handlers of the user's-path burst (noop, atomic)",
     )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
@@ -424,6 +430,19 @@ def main(argv: list[str] | None = None) -> int:
             record("bigtable", bigtable.run(db, rows=rows))
     if "userpath" in args.scenarios:
         run_userpath(args, db, logs, record, results)
+    if "burst" in args.scenarios:
+        jobs = tuple(f"perf.{name.strip()}" for name in args.burst_jobs.split(",") if name.strip())
+        for count in args.declared:
+            for row in userpath.bursts(
+                db,
+                declared=count,
+                lead=args.lead,
+                replicas=args.replicas,
+                concurrency=args.concurrency,
+                jobs=jobs,
+                log_dir=logs,
+            ):
+                record("userpath burst", row)
     if "floor" in args.scenarios:
         for count in args.schedules:
             for batch in args.floor_batch:

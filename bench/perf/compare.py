@@ -1,4 +1,5 @@
-"""``python -m bench.perf.compare --base REV``: the thundering second before and after a change.
+"""``python -m bench.perf.compare --base REV``: the thundering second before and after a change;
+with ``--scenario burst``, the user's-path burst (``--job noop`` or ``atomic``, ``--lead``).
 
 A restructuring must not slow the user's path, and one run of a burst on a shared machine
 varies by a fifth. So the same scenario runs alternately on a checkout of ``REV`` (a git
@@ -30,27 +31,37 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--base", required=True, help="the git revision to compare against")
     parser.add_argument("--rounds", type=int, default=8, help="base/new pairs (default 8)")
     parser.add_argument("--schedules", type=int, default=10000, help="S of the burst")
+    parser.add_argument(
+        "--scenario",
+        choices=("thundering", "burst"),
+        default="thundering",
+        help="the thundering second (schedules inserted at run time), or the user's-path "
+        "burst (declared, synced, replicas started --lead seconds before it)",
+    )
+    parser.add_argument("--job", choices=("noop", "atomic"), default="noop", help="burst's handler")
+    parser.add_argument("--lead", type=float, default=60, help="burst: the replicas' lead (s)")
     return parser.parse_args(argv)
 
 
-def run_side(checkout: Path, *, side: str, schedules: int, out: Path) -> dict[str, float]:
-    """One thundering-second run on ``checkout``; its figures."""
-    command = [
-        sys.executable,
-        "-m",
-        "bench.perf",
-        "--scenarios",
-        "thundering",
-        "--schedules",
-        str(schedules),
-        "--database",
-        f"bench_compare_{side}",
-        "--out",
-        str(out),
-    ]
+def scenario_options(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The ``bench.perf`` options of the compared scenario, and the start of its row's name."""
+    if args.scenario == "burst":
+        options = ["--scenarios", "burst", "--declared", str(args.schedules)]
+        options += ["--burst-jobs", args.job, "--lead", str(args.lead)]
+        return options, f"user's path ({args.job})"
+    return ["--scenarios", "thundering", "--schedules", str(args.schedules)], "thundering"
+
+
+def run_side(
+    checkout: Path, *, side: str, scenario: tuple[list[str], str], out: Path
+) -> dict[str, float]:
+    """One run of the scenario on ``checkout``; its figures."""
+    options, name = scenario
+    command = [sys.executable, "-m", "bench.perf", *options]
+    command += ["--database", f"bench_compare_{side}", "--out", str(out)]
     done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, check=True)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    (row,) = [r for r in rows if r.get("scenario", "").startswith("thundering")]
+    (row,) = [r for r in rows if r.get("scenario", "").startswith(name)]
     return {figure: float(row[figure]) for figure in FIGURES}
 
 
@@ -73,13 +84,14 @@ def main(argv: list[str] | None = None) -> None:
                 for side, checkout in (("base", base_checkout), ("new", ROOT)):
                     out = Path(tmp) / f"{side}-{n}"
                     runs[side].append(
-                        run_side(checkout, side=side, schedules=args.schedules, out=out)
+                        run_side(checkout, side=side, scenario=scenario_options(args), out=out)
                     )
                     figures = runs[side][-1]
                     print(f"round {n + 1} {side}: {figures['per_second']:.0f} occurrences/s")
         finally:
             subprocess.run([*git, "worktree", "remove", "--force", str(base_checkout)], check=True)
-    print(f"\nthundering second, S = {args.schedules}, {args.rounds} rounds, base {args.base}")
+    _, name = scenario_options(args)
+    print(f"\n{name}, S = {args.schedules}, {args.rounds} rounds, base {args.base}")
     print("| figure | base median | new median | new/base (paired) |")
     print("|---|---|---|---|")
     for figure in FIGURES:

@@ -397,6 +397,35 @@ def _burst_row(
     }
 
 
+def bursts(
+    db: Database,
+    *,
+    declared: int,
+    lead: float,
+    replicas: int,
+    concurrency: int,
+    jobs: tuple[str, ...] = (NOOP, ATOMIC),
+    log_dir: Path,
+) -> list[dict[str, Any]]:
+    """Step 3 alone (``--scenarios burst``): a burst row for each of ``jobs``, the deploy's
+    sync allowed a second per 2,000 declarations and at least 5 s, instead of step 1's
+    measured sync."""
+    estimate = max(5.0, declared / 2000)
+    return [
+        burst(
+            db,
+            declared,
+            job=job,
+            lead=lead,
+            replicas=replicas,
+            concurrency=concurrency,
+            sync_estimate=estimate,
+            log_dir=log_dir,
+        )
+        for job in jobs
+    ]
+
+
 def run(
     db: Database,
     *,
