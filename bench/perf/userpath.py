@@ -405,12 +405,13 @@ def bursts(
     replicas: int,
     concurrency: int,
     jobs: tuple[str, ...] = (NOOP, ATOMIC),
+    sync_estimate: float | None = None,
     log_dir: Path,
 ) -> list[dict[str, Any]]:
-    """Step 3 alone (``--scenarios burst``): a burst row for each of ``jobs``, the deploy's
-    sync allowed a second per 2,000 declarations and at least 5 s, instead of step 1's
-    measured sync."""
-    estimate = max(5.0, declared / 2000)
+    """Step 3: a burst row for each of ``jobs``. Alone (``--scenarios burst``, no
+    ``sync_estimate`` measured by step 1), the deploy's sync is allowed a second per 2,000
+    declarations, and at least 5 s."""
+    estimate = sync_estimate if sync_estimate is not None else max(5.0, declared / 2000)
     return [
         burst(
             db,
@@ -444,17 +445,13 @@ def run(
         stall(db, declared, due=later, changed=changed, concurrency=concurrency, log_dir=log_dir)
         for changed in (False, True)
     ]
-    bursts = [
-        burst(
-            db,
-            declared,
-            job=job,
-            lead=lead,
-            replicas=replicas,
-            concurrency=concurrency,
-            sync_estimate=synced["sync_new_process_s"],
-            log_dir=log_dir,
-        )
-        for job in (NOOP, ATOMIC)
-    ]
-    return {"userpath sync": [synced], "userpath stall": stalls, "userpath burst": bursts}
+    rows = bursts(
+        db,
+        declared=declared,
+        lead=lead,
+        replicas=replicas,
+        concurrency=concurrency,
+        sync_estimate=synced["sync_new_process_s"],
+        log_dir=log_dir,
+    )
+    return {"userpath sync": [synced], "userpath stall": stalls, "userpath burst": rows}
