@@ -20,7 +20,7 @@ from .registry import Departure
 from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
 from .scheduling.rrules import RRule
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
-from .validation import draft_gaps, printable
+from .validation import arguments, draft_gaps, printable
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
@@ -58,6 +58,9 @@ class Declaration:
     timeout: timedelta = timedelta(minutes=15)
     decider: str = ""
     decide_by: dt.date | None = None
+    # What the job is run for (``Run.args``): a JSON object, as the record keeps it. Not
+    # hashed (a dict is not hashable); compared like every other field.
+    args: dict[str, Any] = field(default_factory=dict, hash=False)
     # Where it was declared (the module that called ``schedule()``), and a recorded departure
     # from keeping schedules apart from behaviour (rule ``separation``): not part of the record.
     module: str = field(default="", compare=False)
@@ -91,6 +94,7 @@ class Declaration:
             "status": self.status,
             "decider": self.decider,
             "decide_by": self.decide_by,
+            "args": self.args,
         }
 
 
@@ -309,6 +313,7 @@ def schedule(
     timeout: timedelta = timedelta(minutes=15),
     decider: str = "",
     decide_by: dt.date | None = None,
+    args: dict[str, Any] | None = None,
     register: bool = True,
     departure: Departure | None = None,
 ) -> Declaration:
@@ -323,6 +328,7 @@ def schedule(
         misfire = Misfire(misfire)
     with contextlib.suppress(ValueError):
         overlap = Overlap(overlap)
+    kept_args, args_problem = arguments(args)
     declaration = Declaration(
         key=key,
         job=job,
@@ -340,10 +346,11 @@ def schedule(
         timeout=timeout,
         decider=decider,
         decide_by=decide_by,
+        args=kept_args if kept_args is not None else {},
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )
-    problem = _first_problem(declaration)
+    problem = _first_problem(declaration) or (("args", args_problem) if args_problem else None)
     if problem is not None:
         raise InvalidSchedule(key, *problem)
     if register:

@@ -1,12 +1,17 @@
-"""Rules for text that operators and declarations hand us, written once.
+"""Rules for text and arguments that operators and declarations hand us, written once.
 
 Declarations, services, the ``jobs`` command, the admin and the system checks check names,
-reasons, drafts and other free text with these functions, so a rule changes in one place.
+reasons, drafts, other free text and a job's arguments with these functions, so a rule
+changes in one place.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
+from collections.abc import Iterable
+from typing import Any
 
 from .exceptions import JobsError
 
@@ -65,3 +70,69 @@ def draft_gaps(status: str, decider: object, decide_by: object) -> list[tuple[st
 def draft_overdue(status: str, decide_by: object, today: dt.date) -> bool:
     """Whether a draft's decide-by date has passed (the decision it stands for is late)."""
     return status == "draft" and isinstance(decide_by, dt.date) and decide_by < today
+
+
+# The largest arguments a schedule, or an operator's run-now, gives a job: compact JSON, in
+# UTF-8 bytes. Each occurrence keeps a copy.
+ARGS_MAX_BYTES = 16_384
+# How deeply arguments may nest (objects and lists within each other).
+ARGS_MAX_DEPTH = 32
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def arguments(value: object) -> tuple[dict[str, Any], None] | tuple[None, str]:
+    """``value`` as the arguments a record keeps, and ``None``; or ``None`` and what is wrong
+    with it (the caller names the object and the field: ``args``).
+
+    Arguments are a JSON object: ``str`` keys; values ``str``, ``int``, finite ``float``,
+    ``bool``, ``None``, lists (or tuples) and objects of them; at most ``ARGS_MAX_BYTES`` as
+    compact JSON. What is kept is what the database gives back (tuples become lists), so a
+    record compares equal to its declaration. ``None`` is no arguments: ``{}``.
+    """
+    if value is None or value == {}:
+        return {}, None
+    if not isinstance(value, dict):
+        return None, f"must be a JSON object (a dict with str keys), got {type(value).__name__}"
+    problem = _json_problem(value, "args", depth=0)
+    if problem is not None:
+        return None, problem
+    encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    size = len(encoded.encode())
+    if size > ARGS_MAX_BYTES:
+        return None, f"at most {ARGS_MAX_BYTES} bytes as JSON, got {size}"
+    return json.loads(encoded), None
+
+
+def _json_problem(value: object, path: str, *, depth: int) -> str | None:
+    """What in ``value`` (found at ``path``) JSON or PostgreSQL's jsonb cannot hold, or None."""
+    if depth > ARGS_MAX_DEPTH:
+        return f"{path}: nested more than {ARGS_MAX_DEPTH} levels deep"
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{path}: keys must be str, got {type(key).__name__} {key!r}"
+            problem = _json_problem(item, f"{path}[{key!r}]", depth=depth + 1)
+            if problem is not None:
+                return problem
+        return _text_problem(value.keys(), path)
+    if isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            problem = _json_problem(item, f"{path}[{n}]", depth=depth + 1)
+            if problem is not None:
+                return problem
+        return None
+    if not isinstance(value, _SCALARS):
+        return (
+            f"{path}: must be JSON (str, int, float, bool, None, list or dict), got "
+            f"{type(value).__name__}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path}: must be a finite number, got {value!r}"
+    return _text_problem([value], path)
+
+
+def _text_problem(values: Iterable[object], path: str) -> str | None:
+    """PostgreSQL's jsonb refuses NUL in its strings (keys too)."""
+    if any(isinstance(v, str) and not storable(v) for v in values):
+        return f"{path}: must not contain NUL characters"
+    return None

@@ -163,14 +163,15 @@ def test_jobs_inspect_and_the_admin_show_the_rule_in_words() -> None:
 
 def test_a_row_inserted_by_the_previous_release_gets_the_new_columns_defaults() -> None:
     """A replica of the previous release, still running during a rolling deploy, inserts
-    schedules without the columns of migrations 0007 and 0008: the database fills them in."""
+    schedules without the columns of migrations 0007, 0008 and 0012: the database fills them
+    in."""
     from django.db import connection
 
     columns = [
         str(f.column)
         for f in Schedule._meta.concrete_fields
         if f.column
-        not in {"id", "rrule", "calendar", "on_excluded", "parked_field", "parked_reason"}
+        not in {"id", "rrule", "calendar", "on_excluded", "parked_field", "parked_reason", "args"}
     ]
     template = ScheduleFactory.build(key="old.release", next_due_at=NEW_YEAR, created_at=NEW_YEAR)
     values = [
@@ -183,11 +184,12 @@ def test_a_row_inserted_by_the_previous_release_gets_the_new_columns_defaults() 
             values,
         )
     row = Schedule.objects.get(key="old.release")
-    assert (row.rrule, row.calendar, row.on_excluded, row.parked_field, row.parked_reason) == (
-        "",
-        {},
-        "skip",
-        "",
-        "",
-    )
+    assert (
+        row.rrule,
+        row.calendar,
+        row.on_excluded,
+        row.parked_field,
+        row.parked_reason,
+        row.args,
+    ) == ("", {}, "skip", "", "", {})
     assert plan_due(now=NEW_YEAR).planned == 1

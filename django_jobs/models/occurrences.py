@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import JSONField, Q, Value
 
 from .schedules import Schedule
 
@@ -86,6 +86,11 @@ class Occurrence(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     last_error_type = models.CharField(max_length=200, blank=True, default="")
     last_error_message = models.TextField(blank=True, default="")
+    # The arguments this run is for (``Run.args``): its schedule's when it was planned, or
+    # what an operator's run-now gave. The same for every retry and replay of it.
+    args = models.JSONField(
+        "arguments", blank=True, default=dict, db_default=Value({}, JSONField())
+    )
 
     class Meta:
         constraints = [

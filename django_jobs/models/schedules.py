@@ -81,6 +81,13 @@ class Schedule(models.Model):
         help_text="Why this business-local schedule runs in its zone instead of UTC.",
     )
 
+    # What the job is run for: a JSON object each occurrence snapshots when it is planned
+    # (``Occurrence.args``), so a later change never alters a run already planned. A
+    # database default too, for rows an older release inserts during a rolling deploy.
+    args = models.JSONField(
+        "arguments", blank=True, default=dict, db_default=Value({}, JSONField())
+    )
+
     max_delay = models.DurationField(default=timedelta(minutes=5))
     overlap = models.CharField(max_length=10, choices=choices(Overlap), default=Overlap.SKIP)
     misfire = models.CharField(max_length=20, choices=choices(Misfire), default=Misfire.SKIP)

@@ -2,7 +2,8 @@
 a record change it shares with ``sync`` (which writes declared ones as a set).
 
 An upsert writes the record, its retention Limit and its runbooks, and audits every change
-(a timing change as ``schedule.timing_changed``, a revival as ``schedule.revived``).
+(a timing change as ``schedule.timing_changed``, one of the arguments alone as
+``schedule.arguments_changed``, a revival as ``schedule.revived``).
 """
 
 from __future__ import annotations
@@ -115,7 +116,6 @@ def _update(
     existing.updated_at = write.now
     if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
         existing.retired_at = None
-    timing_changed = any(k in TIMING_FIELDS for k in changed)
     replan = outdates_planned(changed)
     if replan:
         existing.next_due_at = write.now  # re-plan from the recovery point with the new timing
@@ -127,7 +127,7 @@ def _update(
     existing.save()
     if replan:
         store.withdraw_planned_ahead([existing.pk], now=write.now)
-    action = change_action(before, timing_changed=timing_changed)
+    action = change_action(before, changed)
     record(
         existing,
         now=write.now,
@@ -155,12 +155,16 @@ def unpark(schedule: Schedule, *, now: datetime) -> None:
     schedule.next_due_at = now
 
 
-def change_action(before: dict[str, Any], *, timing_changed: bool) -> str:
+def change_action(before: dict[str, Any], changed: dict[str, Any]) -> str:
     """How a change is named in the audit: a retired schedule made active (or draft) again is
-    ``schedule.revived``, so a reader never mistakes it for an edit of a live one."""
+    ``schedule.revived``, so a reader never mistakes it for an edit of a live one; a change
+    of when it runs is ``schedule.timing_changed``, of what it runs for (and not when)
+    ``schedule.arguments_changed``, with the arguments before and after."""
     if before.get("status") == ScheduleStatus.RETIRED:
         return "schedule.revived"
-    return "schedule.timing_changed" if timing_changed else "schedule.changed"
+    if any(k in TIMING_FIELDS for k in changed):
+        return "schedule.timing_changed"
+    return "schedule.arguments_changed" if "args" in changed else "schedule.changed"
 
 
 def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:

@@ -36,7 +36,7 @@ from ..declarations import Declaration
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..scheduling.timings import After, At
 from .rows import first_due
-from .schedules import TIMING_FIELDS, change_action, outdates_planned, unpark
+from .schedules import change_action, outdates_planned, unpark
 
 SYNC_ACTOR = "django_jobs.sync"
 REASON = "declared in code"
@@ -267,8 +267,7 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
         if not changed:
             continue
         before = {k: getattr(schedule, k) for k in changed}
-        timing_changed = any(k in TIMING_FIELDS for k in changed)
-        action = change_action(before, timing_changed=timing_changed)
+        action = change_action(before, changed)
         parked = f"{schedule.parked_field}: {schedule.parked_reason}"
         if schedule.parked_field:  # written again: the planner checks the new record
             before["parked"], changed["parked"] = parked, ""

@@ -4,6 +4,7 @@ LOCKED``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -183,7 +184,15 @@ def _lease(row: Any, *, owner: str, expires: datetime) -> Lease:
         attempt=row.attempts,
         trigger=row.trigger,
         failures=row.failures,
+        args=_args(row.args),
     )
+
+
+def _args(stored: Any) -> dict[str, Any]:
+    """The claimed occurrence's arguments: Django's connection hands jsonb over as its text."""
+    if isinstance(stored, str):
+        return json.loads(stored) if stored != "{}" else {}
+    return dict(stored)
 
 
 def _schedule(row: Any) -> Schedule:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from .. import audit
 from ..clock import ensure_aware_utc
@@ -103,6 +104,13 @@ def _planned(items: Sequence[PlannedOccurrence], *, now: datetime) -> dict[str, 
         "instants": [ensure_aware_utc(p.scheduled_at, name="scheduled_at") for p in items],
         "reasons": [p.skip_reason.value if p.skip_reason else "" for p in items],
         "triggers": [p.trigger.value for p in items],
+        # NULL when none is given (the plan pass): unnest pads it, and each row takes its
+        # schedule's arguments.
+        "args": (
+            [None if p.args is None else Jsonb(p.args) for p in items]
+            if any(p.args is not None for p in items)
+            else None
+        ),
         "now": ensure_aware_utc(now, name="now"),
     }
 

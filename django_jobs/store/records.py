@@ -24,6 +24,9 @@ class PlannedOccurrence:
     scheduled_at: datetime
     skip_reason: SkipReason | None = None
     trigger: Trigger = Trigger.SCHEDULE
+    # The arguments it runs with (checked by the caller: ``validation.arguments``); ``None``:
+    # its schedule's, read by the insert itself, as they are when it is planned.
+    args: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
     @property
     def id(self) -> UUID:
@@ -44,6 +47,8 @@ class Lease:
     attempt: int
     trigger: str
     failures: int = 0  # failed attempts before this one
+    # The occurrence's arguments (``Run.args``): never logged.
+    args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
 
 @dataclass

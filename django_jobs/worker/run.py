@@ -6,7 +6,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import transaction
@@ -48,6 +48,13 @@ class Run:
     @property
     def scheduled_at(self) -> datetime:
         return self._lease.scheduled_at
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """What this run is for: the schedule's arguments when the occurrence was planned (a
+        later change of them does not reach it), or those an operator's run-now gave. The
+        same for every retry and replay. The worker never logs them."""
+        return self._lease.args
 
     @property
     def attempt(self) -> int:

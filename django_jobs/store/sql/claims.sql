@@ -147,7 +147,7 @@ claimed AS (
     WHERE o.id = picked.id AND NOT picked.forged
       AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
     RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
-              o.attempts, o.trigger, o.failures, picked.due_at AS was_due,
+              o.attempts, o.trigger, o.failures, o.args, picked.due_at AS was_due,
               picked.overlap, picked.place
 ),
 guarded AS (
@@ -175,13 +175,13 @@ new_attempts AS (
     FROM claimed
 )
 SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
-       c.attempts, c.trigger, c.failures, c.was_due,
+       c.attempts, c.trigger, c.failures, c.args, c.was_due,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
 UNION ALL
 -- The occurrences a lost attempt dead-lettered, forged ones, and those skipped for overlap:
 -- nothing to run. (Which, in the trigger column.)
-SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL,
+SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL, NULL,
        {no_run_fields}
 FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
       UNION ALL SELECT id, %(tenant_mismatch)s FROM forged

@@ -9,23 +9,29 @@
 -- Not a statement: the WITH clause that ``plan`` and ``write_plan`` open with. Inserts
 -- idempotently: the identity is the primary key, so an instant planned twice (here or on
 -- another replica, concurrently or not) is a no-op. ``inserted`` holds the new identities.
+-- Each occurrence keeps its arguments: those given, or its schedule's as they are now (the
+-- plan pass holds the schedule rows it plans locked), so a later change of the schedule's
+-- arguments never alters an occurrence already planned.
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::uuid[], %(schedules)s::bigint[], %(tenants)s::text[],
-        %(instants)s::timestamptz[], %(reasons)s::text[], %(triggers)s::text[]
-    ) AS t(id, schedule_id, tenant, scheduled_at, skip_reason, trg)
+        %(instants)s::timestamptz[], %(reasons)s::text[], %(triggers)s::text[],
+        %(args)s::jsonb[]
+    ) AS t(id, schedule_id, tenant, scheduled_at, skip_reason, trg, args)
 ),
 inserted AS (
     INSERT INTO {occurrence} (
         id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
         lease_owner, fencing_token, attempts, failures, finished_at,
-        last_error_type, last_error_message
+        last_error_type, last_error_message, args
     )
     SELECT id, schedule_id, tenant, scheduled_at,
            CASE WHEN skip_reason = '' THEN %(scheduled)s ELSE %(skipped)s END,
            skip_reason, trg, scheduled_at, '', 0, 0, 0,
            CASE WHEN skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
-           '', ''
+           '', '',
+           COALESCE(input.args, (SELECT s.args FROM {schedule} s WHERE s.id = input.schedule_id),
+                    '{{}}'::jsonb)
     FROM input
     ON CONFLICT (id) DO NOTHING
     RETURNING id

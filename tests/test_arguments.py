@@ -1,0 +1,161 @@
+"""Arguments on schedules: declared with ``schedule(..., args={...})`` and checked then, kept on
+the record, snapshotted on each occurrence when it is planned, handed to the handler as
+``run.args``; a change of them is audited and never reaches an occurrence already planned.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from django_jobs import every
+from django_jobs.declarations import InvalidSchedule
+from django_jobs.models import AuditRecord, Occurrence, Schedule
+from django_jobs.registry import Registry
+from django_jobs.services import sync_schedules
+from django_jobs.testing import FakeClock, run_due
+from django_jobs.validation import ARGS_MAX_BYTES
+
+from .factories import T0, ScheduleFactory, declaration
+from .storeutil import plan
+
+pytestmark = pytest.mark.django_db
+
+STATEMENTS = {"customer": "acme", "accounts": [3, 5], "dry_run": False}
+EVERY_MINUTE = every(timedelta(minutes=1), anchor=T0)
+
+
+def statements(**fields: Any):
+    return declaration("billing.statements", job="billing.statements", **fields)
+
+
+def recording() -> tuple[Registry, list[dict[str, Any]]]:
+    """A registry whose ``billing.statements`` handler records the arguments of each run."""
+    seen: list[dict[str, Any]] = []
+    jobs = Registry()
+    jobs.register("billing.statements", lambda run: seen.append(run.args))
+    return jobs, seen
+
+
+# --- declared and checked -------------------------------------------------------------------
+
+
+def test_declared_arguments_are_kept_as_the_database_gives_them_back() -> None:
+    declared = statements(args={"accounts": (3, 5), "limit": 2.5, "note": None})
+    assert declared.args == {"accounts": [3, 5], "limit": 2.5, "note": None}
+    assert statements().args == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["acme"], "must be a JSON object (a dict with str keys), got list"),
+        ({"since": datetime(2026, 1, 1, tzinfo=UTC)}, "args['since']: must be JSON"),
+        ({"rate": float("nan")}, "args['rate']: must be a finite number, got nan"),
+        ({"ids": [1, {2: "x"}]}, "args['ids'][1]: keys must be str, got int 2"),
+        ({"name": "a\x00b"}, "args['name']: must not contain NUL characters"),
+        ({"blob": "x" * ARGS_MAX_BYTES}, f"at most {ARGS_MAX_BYTES} bytes as JSON"),
+    ],
+)
+def test_arguments_json_cannot_hold_are_refused_naming_the_schedule_and_the_field(
+    args: object, says: str
+) -> None:
+    with pytest.raises(InvalidSchedule) as refused:
+        statements(args=args)
+    assert refused.value.field == "args"
+    assert says in str(refused.value)
+    assert str(refused.value).startswith("schedule 'billing.statements': args: ")
+
+
+def test_arguments_are_checked_after_the_fields_before_them() -> None:
+    with pytest.raises(InvalidSchedule) as refused:
+        statements(operating_owner="", args=["acme"])
+    assert refused.value.field == "operating_owner"
+
+
+# --- kept, snapshotted, run -----------------------------------------------------------------
+
+
+def test_a_scheduled_job_receives_its_declared_arguments(clock: FakeClock) -> None:
+    sync_schedules([statements(timing=EVERY_MINUTE, args=STATEMENTS)], now=T0)
+    assert Schedule.objects.get().args == STATEMENTS
+    jobs, seen = recording()
+    clock.set(T0)
+    run_due(clock, jobs=jobs)
+    assert seen == [STATEMENTS]
+    assert Occurrence.objects.get(scheduled_at=T0).args == STATEMENTS
+
+
+def test_an_occurrence_planned_before_an_argument_change_runs_with_the_old_ones(
+    clock: FakeClock,
+) -> None:
+    """T0 + 1 min is planned ahead at T0 + 30 s (``PLAN_AHEAD_SECONDS``, 30 s); the
+    arguments change at T0 + 40 s; that occurrence runs with the old ones, the next instant
+    with the new."""
+    sync_schedules([statements(timing=EVERY_MINUTE, args={"customer": "acme"})], now=T0)
+    jobs, seen = recording()
+    for at in (T0, T0 + timedelta(seconds=30)):
+        clock.set(at)
+        run_due(clock, jobs=jobs)
+    planned_ahead = Occurrence.objects.get(scheduled_at=T0 + timedelta(minutes=1))
+    assert planned_ahead.args == {"customer": "acme"}
+
+    changed_at = T0 + timedelta(seconds=40)
+    report = sync_schedules(
+        [statements(timing=EVERY_MINUTE, args={"customer": "globex"})], now=changed_at
+    )
+    assert report.updated == ["billing.statements"]
+    assert Occurrence.objects.filter(pk=planned_ahead.pk).exists()  # not withdrawn
+
+    for minute in (1, 2):
+        clock.set(T0 + timedelta(minutes=minute))
+        run_due(clock, jobs=jobs)
+    assert seen == [{"customer": "acme"}, {"customer": "acme"}, {"customer": "globex"}]
+
+
+def test_an_argument_change_is_audited_with_the_arguments_before_and_after() -> None:
+    sync_schedules([statements(args={"customer": "acme"})], now=T0)
+    sync_schedules([statements(args={"customer": "globex"})], now=T0 + timedelta(hours=1))
+    changed = AuditRecord.objects.get(action="schedule.arguments_changed")
+    assert (changed.before, changed.after) == (
+        {"args": {"customer": "acme"}},
+        {"args": {"customer": "globex"}},
+    )
+    assert changed.actor == "django_jobs.sync"
+    # The same arguments again (key order aside): nothing changes, nothing is audited.
+    report = sync_schedules([statements(args={"customer": "globex"})], now=T0 + timedelta(hours=2))
+    assert report.unchanged == ["billing.statements"]
+
+
+def test_a_timing_and_argument_change_together_is_a_timing_change() -> None:
+    sync_schedules([statements(args={"customer": "acme"})], now=T0)
+    sync_schedules(
+        [statements(timing=EVERY_MINUTE, args={"customer": "globex"})],
+        now=T0 + timedelta(hours=1),
+    )
+    changed = AuditRecord.objects.get(action="schedule.timing_changed")
+    assert changed.after["args"] == {"customer": "globex"}
+
+
+def test_an_occurrence_inserted_by_the_previous_release_has_no_arguments() -> None:
+    """A replica of the release before arguments, during a rolling deploy, plans without the
+    column: the database's default fills it in, and the run gets ``{}``."""
+    schedule = ScheduleFactory.create(args={"customer": "acme"})
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_jobs_occurrence (id, schedule_id, tenant, scheduled_at, state,"
+            " skip_reason, trigger, due_at, lease_owner, fencing_token, attempts, failures,"
+            " last_error_type, last_error_message) VALUES (gen_random_uuid(), %s, '', %s,"
+            " 'scheduled', '', 'schedule', %s, '', 0, 0, 0, '', '')",
+            [schedule.pk, T0, T0],
+        )
+    assert Occurrence.objects.get().args == {}
+
+
+def test_store_plan_snapshots_the_schedules_arguments() -> None:
+    schedule = ScheduleFactory.create(args={"customer": "acme"})
+    plan(schedule, T0, now=T0)
+    assert Occurrence.objects.get(scheduled_at=T0).args == {"customer": "acme"}
