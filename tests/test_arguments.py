@@ -5,18 +5,22 @@ the record, snapshotted on each occurrence when it is planned, handed to the han
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 
-from django_jobs import every
+from django_jobs import every, services
 from django_jobs.declarations import InvalidSchedule
+from django_jobs.exceptions import JobsError
 from django_jobs.models import AuditRecord, Occurrence, Schedule
 from django_jobs.registry import Registry
 from django_jobs.services import sync_schedules
-from django_jobs.testing import FakeClock, run_due
+from django_jobs.testing import FakeClock, run_due, use_clock
 from django_jobs.validation import ARGS_MAX_BYTES
 
 from .factories import T0, ScheduleFactory, declaration
@@ -159,3 +163,87 @@ def test_store_plan_snapshots_the_schedules_arguments() -> None:
     schedule = ScheduleFactory.create(args={"customer": "acme"})
     plan(schedule, T0, now=T0)
     assert Occurrence.objects.get(scheduled_at=T0).args == {"customer": "acme"}
+
+
+# --- run-now with arguments of its own ------------------------------------------------------
+
+
+@pytest.fixture
+def ops():
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser("ops", "ops@example.com", "x")
+
+
+def jobs(*argv: str) -> str:
+    out = StringIO()
+    call_command("jobs", *argv, stdout=out)
+    return out.getvalue()
+
+
+def test_run_now_with_overriding_arguments_runs_with_them_and_is_audited_with_them(
+    ops, clock: FakeClock
+) -> None:
+    sync_schedules([statements(timing=EVERY_MINUTE, args={"customer": "acme"})], now=T0)
+    clock.set(T0 + timedelta(seconds=5))
+    with use_clock(clock):
+        planned = json.loads(
+            jobs(
+                "run-now",
+                "billing.statements",
+                "--actor",
+                "ops",
+                "--reason",
+                "statement for globex, resent",
+                "--args",
+                '{"customer": "globex", "accounts": [7]}',
+                "--json",
+            )
+        )
+    override = {"customer": "globex", "accounts": [7]}
+    assert Occurrence.objects.get(pk=planned["occurrence"]).args == override
+    audited = AuditRecord.objects.get(action="run_now")
+    assert (audited.actor, audited.reason) == ("ops", "statement for globex, resent")
+    assert audited.after["args"] == override
+    jobs_, seen = recording()
+    run_due(clock, jobs=jobs_)
+    assert override in seen
+
+
+def test_run_now_without_arguments_runs_with_the_schedules(ops, clock: FakeClock) -> None:
+    schedule = ScheduleFactory.create(key="billing.statements", args={"customer": "acme"})
+    occurrence = services.run_now(schedule, actor=ops, reason="again", now=T0)
+    assert occurrence.args == {"customer": "acme"}
+    assert "args" not in AuditRecord.objects.get(action="run_now").after
+
+
+def test_run_now_arguments_json_cannot_hold_are_refused_and_nothing_is_planned(ops) -> None:
+    schedule = ScheduleFactory.create(key="billing.statements")
+    with pytest.raises(JobsError, match=r"run-now of schedule .*: args: args\['rate'\]: must be"):
+        services.run_now(schedule, actor=ops, reason="again", now=T0, args={"rate": float("inf")})
+    with pytest.raises(CommandError, match="--args: not JSON"):
+        jobs("run-now", "billing.statements", "--actor", "ops", "--reason", "x", "--args", "{")
+    with pytest.raises(CommandError, match="--args: must be a JSON object"):
+        jobs("run-now", "billing.statements", "--actor", "ops", "--reason", "x", "--args", "[1]")
+    assert not Occurrence.objects.exists()
+    assert not AuditRecord.objects.filter(action="run_now").exists()
+
+
+def test_a_run_time_schedules_arguments_are_upserted_and_their_change_audited(ops) -> None:
+    """``upsert_schedule`` (a schedule per customer, made at run time) keeps arguments as
+    ``jobs sync`` does."""
+    made = services.upsert_schedule(
+        declaration("acme.statements", tenant="acme", args={"customer": "acme"}),
+        actor=ops,
+        reason="new",
+        now=T0,
+    )
+    assert made.args == {"customer": "acme"}
+    services.upsert_schedule(
+        declaration("acme.statements", tenant="acme", args={"customer": "acme", "copies": 2}),
+        actor=ops,
+        reason="two copies",
+        now=T0 + timedelta(hours=1),
+    )
+    changed = AuditRecord.objects.get(action="schedule.arguments_changed")
+    assert (changed.actor, changed.after) == ("ops", {"args": {"customer": "acme", "copies": 2}})

@@ -67,7 +67,7 @@ def enable(run: Invocation) -> None:
 
 
 def run_now(run: Invocation) -> None:
-    occurrence = _act(run, services.run_now)
+    occurrence = _act(run, services.run_now, args=run.options["run_args"])
     run.emit(
         {"occurrence": str(occurrence.pk), "scheduled_at": occurrence.scheduled_at},
         f"planned {occurrence.pk} at {occurrence.scheduled_at.isoformat()}",

@@ -4,6 +4,7 @@ text argument passes before anything is looked up."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +49,21 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _json_object(text: str) -> dict[str, Any]:
+    """A JSON object (argparse type): the arguments of a run-now. What the object may hold is
+    checked by the service, as a declaration's arguments are."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        example = '{"customer": "acme"}'
+        raise argparse.ArgumentTypeError(
+            f"must be a JSON object such as '{example}', got {type(value).__name__}"
+        )
+    return value
+
+
 def _instant(text: str) -> datetime:
     """An aware ISO 8601 instant (argparse type); a naive one is refused, not guessed."""
     try:
@@ -76,7 +92,17 @@ def add_subcommands(parser: CommandParser) -> None:
         "--cancel-running", action="store_true", help="also cancel its running occurrence"
     )
     _operator(sub, "enable", "Let replicas claim a schedule again.", reason=True)
-    _operator(sub, "run-now", "Plan an extra occurrence at the current instant.", reason=True)
+    run_now = _operator(
+        sub, "run-now", "Plan an extra occurrence at the current instant.", reason=True
+    )
+    run_now.add_argument(
+        "--args",
+        dest="run_args",  # Django's call_command takes "args" for the positional arguments
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help="run it with these arguments (a JSON object) instead of the schedule's; audited",
+    )
     _operator(sub, "purge", "Delete finished occurrences beyond the retention Limit.")
     _add_reports(sub)
     books = _operator(

@@ -17,7 +17,7 @@ from ..conf import get_settings
 from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
 from ..safe_error import loggable
-from ..validation import need_reason
+from ..validation import arguments, need_reason
 from .rows import locked, record, shown
 from .schedules import PARKED_FIELDS, unpark
 
@@ -101,9 +101,18 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
     return schedule
 
 
-def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Occurrence:
-    """An extra occurrence at the current instant (its own identity), trigger ``manual``."""
-    reason = need_reason(reason, f"run-now of schedule {shown(schedule)}")
+def run_now(
+    schedule: Schedule, *, actor: Any, reason: str, now: datetime, args: object = None
+) -> Occurrence:
+    """An extra occurrence at the current instant (its own identity), trigger ``manual``.
+
+    With ``args`` (a JSON object, checked as a declaration's are) it runs with those instead
+    of the schedule's, and the audit record keeps them."""
+    what = f"run-now of schedule {shown(schedule)}"
+    reason = need_reason(reason, what)
+    given, problem = arguments(args) if args is not None else (None, None)
+    if problem is not None:
+        raise JobsError(f"{what}: args: {problem}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = locked(schedule)
@@ -111,7 +120,7 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
         if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
             raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
         planned = store.PlannedOccurrence(
-            schedule.pk, schedule.tenant, schedule.key, now, trigger=Trigger.MANUAL
+            schedule.pk, schedule.tenant, schedule.key, now, trigger=Trigger.MANUAL, args=given
         )
         store.plan([planned], now=now)
         record(
@@ -122,7 +131,7 @@ def run_now(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Oc
             reason=reason,
             target_type="occurrence",
             target_id=str(planned.id),
-            after={"scheduled_at": now},
+            after={"scheduled_at": now, **({"args": given} if given is not None else {})},
         )
         store.notify("run_now")
     return Occurrence.objects.get(pk=planned.id)
