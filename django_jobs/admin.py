@@ -24,8 +24,10 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from . import permissions, services
+from .conf import get_settings
 from .exceptions import JobsError
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
+from .safe_error import shown_json
 from .scheduling import rrules
 from .validation import REASON_MAX_CHARS, storable
 
@@ -184,6 +186,7 @@ class ScheduleAdmin(ScopedAdmin):
     list_filter = ["status", "enabled", "tenant", "operating_owner"]
     search_fields = ["key", "job", "tenant"]
     actions = ["disable_schedules", "enable_schedules", "run_now"]
+    exclude = ["args"]  # shown redacted instead: ``arguments``
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         newest = Occurrence.objects.filter(schedule=OuterRef("pk")).order_by("-scheduled_at")
@@ -213,11 +216,15 @@ class ScheduleAdmin(ScopedAdmin):
         return f"{int(late.total_seconds())} s late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = [f.name for f in Schedule._meta.fields]
+        fields = _arguments_shown([f.name for f in Schedule._meta.fields])
         # The last start and completion, read from the occurrences, beside the planner's
         # recovery point.
         after = fields.index("last_scheduled_at") + 1
         return [*fields[:after], "last_started", "last_completed", *fields[after:], "rule_in_words"]
+
+    @admin.display(description="arguments")
+    def arguments(self, obj: Schedule) -> str:
+        return _shown(obj.args)
 
     @admin.display(description="last started at")
     def last_started(self, obj: Any) -> str:
@@ -305,6 +312,19 @@ class ScheduleAdmin(ScopedAdmin):
         return self._act(request, queryset, "Run now", services.run_now, "Planned a run of")
 
 
+def _arguments_shown(fields: list[str]) -> list[str]:
+    """A model's read-only fields with its arguments shown redacted (``arguments``)."""
+    return ["arguments" if name == "args" else name for name in fields]
+
+
+def _shown(value: object) -> str:
+    """A job's arguments (or an audit record's change) as the page shows them: JSON, with what
+    the secret patterns and ``REDACT_PATTERNS`` match hidden; ``-`` for nothing."""
+    if value is None:
+        return "-"
+    return shown_json(value, get_settings().REDACT_PATTERNS)
+
+
 @admin.register(Occurrence)
 class OccurrenceAdmin(ScopedAdmin):
     list_display = [
@@ -322,9 +342,14 @@ class OccurrenceAdmin(ScopedAdmin):
     date_hierarchy = "scheduled_at"
     inlines = [AttemptInline]
     actions = ["replay"]
+    exclude = ["args"]  # shown redacted instead: ``arguments``
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in Occurrence._meta.fields]
+        return _arguments_shown([f.name for f in Occurrence._meta.fields])
+
+    @admin.display(description="arguments")
+    def arguments(self, obj: Occurrence) -> str:
+        return _shown(obj.args)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return permissions.may_any(request.user, "replay")
@@ -366,6 +391,7 @@ class AuditRecordAdmin(GuardedAdmin):
     list_per_page = 100
     # A filtered list would also count the whole table at every load ("N of M"): it does not.
     show_full_result_count = False
+    exclude = ["before", "after"]  # shown redacted instead: ``before_shown``, ``after_shown``
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
         return permissions.visible_audit(request.user).order_by("-at", "-id")
@@ -377,7 +403,17 @@ class AuditRecordAdmin(GuardedAdmin):
         return bool(request.user.is_active and request.user.is_staff)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in AuditRecord._meta.fields]
+        shown = {"before": "before_shown", "after": "after_shown"}
+        return [shown.get(f.name, f.name) for f in AuditRecord._meta.fields]
+
+    @admin.display(description="before")
+    def before_shown(self, obj: AuditRecord) -> str:
+        """What the action changed, as it was: a job's arguments among it, redacted."""
+        return _shown(obj.before)
+
+    @admin.display(description="after")
+    def after_shown(self, obj: AuditRecord) -> str:
+        return _shown(obj.after)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

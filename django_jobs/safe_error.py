@@ -38,6 +38,7 @@ A pattern with named groups ``secret...`` has only those groups replaced (so
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -180,6 +181,14 @@ def redact(text: str, patterns: Iterable[str] = ()) -> str:
         text = text[:_SCAN_MAX].rsplit(maxsplit=1)[0] if text[:_SCAN_MAX].split() else ""
     compiled = _compiled((*DEFAULT_PATTERNS, *patterns))
     return _hidden(text, (span for p in compiled for m in p.finditer(text) for span in _spans(m)))
+
+
+def shown_json(value: object, patterns: Iterable[str] = ()) -> str:
+    """A JSON value (a job's arguments, an audit record's before and after) as an operator is
+    shown it (``jobs inspect``, the admin): compact, keys in order, and what the default
+    patterns and ``patterns`` match hidden, as in an error message."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    return redact(text, patterns)
 
 
 @dataclass(frozen=True)

@@ -247,3 +247,33 @@ def test_a_run_time_schedules_arguments_are_upserted_and_their_change_audited(op
     )
     changed = AuditRecord.objects.get(action="schedule.arguments_changed")
     assert (changed.actor, changed.after) == ("ops", {"args": {"customer": "acme", "copies": 2}})
+
+
+# --- shown to operators, redacted -----------------------------------------------------------
+
+SECRET_ARGS = {"customer": "acme", "api_key": "sk-live-4242", "accounts": [3]}
+
+
+def test_jobs_inspect_shows_a_schedules_and_an_occurrences_arguments_redacted(ops) -> None:
+    schedule = ScheduleFactory.create(key="billing.statements", args=SECRET_ARGS)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    shown = json.loads(jobs("inspect", "billing.statements", "--actor", "ops", "--json"))
+    assert shown["args"] == '{"accounts": [3], "api_key": "[redacted]", "customer": "acme"}'
+    detail = jobs(
+        "inspect", "billing.statements", "--actor", "ops", "--occurrence", str(occurrence_id)
+    )
+    assert 'args: {"accounts": [3], "api_key": "[redacted]", "customer": "acme"}' in detail
+    assert "sk-live-4242" not in detail
+
+
+@pytest.mark.parametrize("page", ["schedule", "occurrence", "auditrecord"])
+def test_the_admin_shows_arguments_redacted(ops, client, page: str) -> None:
+    schedule = ScheduleFactory.create(key="billing.statements", args={"customer": "acme"})
+    occurrence = services.run_now(schedule, actor=ops, reason="resend", now=T0, args=SECRET_ARGS)
+    audited = AuditRecord.objects.get(action="run_now")
+    pk = {"schedule": schedule.pk, "occurrence": occurrence.pk, "auditrecord": audited.pk}[page]
+    client.force_login(ops)
+    html = client.get(f"/admin/django_jobs/{page}/{pk}/change/").content.decode()
+    assert "sk-live-4242" not in html
+    assert "[redacted]" in html or page == "schedule"
+    assert "acme" in html

@@ -19,7 +19,7 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connections
 
-from django_jobs import runbooks
+from django_jobs import runbooks, services
 from django_jobs.models import Attempt, AuditRecord
 from django_jobs.permissions import grant_tenant
 from django_jobs.registry import Registry
@@ -189,3 +189,27 @@ def test_a_restricted_user_does_not_see_another_tenants_schedule(page, server) -
     page.screenshot(path=str(SHOTS / "admin-tenant-scoped.png"))
     page.goto(f"{server.url}/admin/django_jobs/schedule/{globex.pk}/change/")
     assert "globex/billing.nightly" not in page.content()
+
+
+def test_an_occurrence_shows_the_arguments_it_ran_with_redacted(page, server) -> None:
+    """A run-now with arguments of its own: the occurrence page shows them, a secret in them
+    hidden, and the schedule page shows the schedule's."""
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    schedule = ScheduleFactory.create(
+        tenant="acme", key="billing.statements", job="billing.heartbeat", args={"copies": 1}
+    )
+    occurrence = services.run_now(
+        schedule,
+        actor=root,
+        reason="resend to globex",
+        now=datetime.now(UTC),
+        args={"customer": "globex", "api_token": "tok-9f8e7d"},
+    )
+    login(page, server, "root", "pw")
+    page.goto(f"{server.url}/admin/django_jobs/occurrence/{occurrence.pk}/change/")
+    shown = page.inner_text(".field-arguments")
+    assert '"customer": "globex"' in shown
+    assert '"api_token": "[redacted]"' in shown
+    assert "tok-9f8e7d" not in page.content()
+    page.goto(f"{server.url}/admin/django_jobs/schedule/{schedule.pk}/change/")
+    assert '{"copies": 1}' in page.inner_text(".field-arguments")

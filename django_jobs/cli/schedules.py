@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import runbooks, services
+from ..conf import get_settings
 from ..models import Occurrence, Schedule
+from ..safe_error import shown_json
 from ..scheduling import rrules
 from ..scheduling.timings import is_utc
 from .invocation import Invocation
@@ -61,6 +63,7 @@ def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
         "schedule": str(schedule),
         "job": schedule.job,
         "status": schedule.status,
+        "args": _arguments(schedule.args),
         **_calendar_rule(schedule),
         **_local_time(schedule),
         "enabled": schedule.enabled,
@@ -97,6 +100,12 @@ def _history(report: services.ScheduleReport) -> dict[str, Any]:
             for o in report.recent
         ],
     }
+
+
+def _arguments(args: dict[str, Any]) -> str:
+    """A job's arguments as ``jobs inspect`` shows them: JSON text, with what the secret
+    patterns and ``REDACT_PATTERNS`` match hidden."""
+    return shown_json(args, get_settings().REDACT_PATTERNS)
 
 
 def _calendar_rule(schedule: Schedule) -> dict[str, Any]:
@@ -138,6 +147,7 @@ def _inspect_occurrence(
         "scheduled_at": occurrence.scheduled_at,
         "state": occurrence.state,
         "skip_reason": occurrence.skip_reason,
+        "args": _arguments(occurrence.args),
         "lease_owner": occurrence.lease_owner,
         "lease_expires_at": occurrence.lease_expires_at,
         "fencing_token": occurrence.fencing_token,
