@@ -10,7 +10,7 @@ columns each record carries (never by lists of ids).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -109,6 +109,30 @@ class GuardedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().get_changelist_instance(request)
 
 
+def _shown(value: object) -> str:
+    """A job's arguments (or an audit record's change) as the page shows them: JSON, with what
+    the secret patterns and ``REDACT_PATTERNS`` match hidden; ``-`` for nothing."""
+    if value is None:
+        return "-"
+    return shown_json(value, get_settings().REDACT_PATTERNS)
+
+
+class ShowsArguments:
+    """A page of a model with arguments (``args``): they are shown redacted (``arguments``),
+    never as the raw field."""
+
+    exclude: ClassVar[list[str] | tuple[str, ...] | None] = ["args"]
+
+    @staticmethod
+    def arguments_shown(fields: list[str]) -> list[str]:
+        """The model's read-only fields, ``arguments`` in the place of ``args``."""
+        return ["arguments" if name == "args" else name for name in fields]
+
+    @admin.display(description="arguments")
+    def arguments(self, obj: Schedule | Occurrence) -> str:
+        return _shown(obj.args)
+
+
 class ScopedAdmin(GuardedAdmin):
     """Querysets limited to what the user may view, through each row's schedule."""
 
@@ -170,7 +194,7 @@ class DeadLetterFilter(admin.SimpleListFilter):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ScopedAdmin):
+class ScheduleAdmin(ShowsArguments, ScopedAdmin):
     schedule_path = "pk"
     list_display = [
         "__str__",
@@ -186,7 +210,6 @@ class ScheduleAdmin(ScopedAdmin):
     list_filter = ["status", "enabled", "tenant", "operating_owner"]
     search_fields = ["key", "job", "tenant"]
     actions = ["disable_schedules", "enable_schedules", "run_now"]
-    exclude = ["args"]  # shown redacted instead: ``arguments``
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         newest = Occurrence.objects.filter(schedule=OuterRef("pk")).order_by("-scheduled_at")
@@ -216,15 +239,11 @@ class ScheduleAdmin(ScopedAdmin):
         return f"{int(late.total_seconds())} s late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = _arguments_shown([f.name for f in Schedule._meta.fields])
+        fields = self.arguments_shown([f.name for f in Schedule._meta.fields])
         # The last start and completion, read from the occurrences, beside the planner's
         # recovery point.
         after = fields.index("last_scheduled_at") + 1
         return [*fields[:after], "last_started", "last_completed", *fields[after:], "rule_in_words"]
-
-    @admin.display(description="arguments")
-    def arguments(self, obj: Schedule) -> str:
-        return _shown(obj.args)
 
     @admin.display(description="last started at")
     def last_started(self, obj: Any) -> str:
@@ -312,21 +331,8 @@ class ScheduleAdmin(ScopedAdmin):
         return self._act(request, queryset, "Run now", services.run_now, "Planned a run of")
 
 
-def _arguments_shown(fields: list[str]) -> list[str]:
-    """A model's read-only fields with its arguments shown redacted (``arguments``)."""
-    return ["arguments" if name == "args" else name for name in fields]
-
-
-def _shown(value: object) -> str:
-    """A job's arguments (or an audit record's change) as the page shows them: JSON, with what
-    the secret patterns and ``REDACT_PATTERNS`` match hidden; ``-`` for nothing."""
-    if value is None:
-        return "-"
-    return shown_json(value, get_settings().REDACT_PATTERNS)
-
-
 @admin.register(Occurrence)
-class OccurrenceAdmin(ScopedAdmin):
+class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
     list_display = [
         "schedule",
         "scheduled_at",
@@ -342,14 +348,9 @@ class OccurrenceAdmin(ScopedAdmin):
     date_hierarchy = "scheduled_at"
     inlines = [AttemptInline]
     actions = ["replay"]
-    exclude = ["args"]  # shown redacted instead: ``arguments``
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return _arguments_shown([f.name for f in Occurrence._meta.fields])
-
-    @admin.display(description="arguments")
-    def arguments(self, obj: Occurrence) -> str:
-        return _shown(obj.args)
+        return self.arguments_shown([f.name for f in Occurrence._meta.fields])
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return permissions.may_any(request.user, "replay")

@@ -114,7 +114,7 @@ def _json_problem(value: object, path: str, *, depth: int) -> str | None:
             problem = _json_problem(item, f"{path}[{key!r}]", depth=depth + 1)
             if problem is not None:
                 return problem
-        return _text_problem(value.keys(), path)
+        return _nul_problem(value.keys(), path)
     if isinstance(value, list | tuple):
         for n, item in enumerate(value):
             problem = _json_problem(item, f"{path}[{n}]", depth=depth + 1)
@@ -128,10 +128,10 @@ def _json_problem(value: object, path: str, *, depth: int) -> str | None:
         )
     if isinstance(value, float) and not math.isfinite(value):
         return f"{path}: must be a finite number, got {value!r}"
-    return _text_problem([value], path)
+    return _nul_problem([value], path)
 
 
-def _text_problem(values: Iterable[object], path: str) -> str | None:
+def _nul_problem(values: Iterable[object], path: str) -> str | None:
     """PostgreSQL's jsonb refuses NUL in its strings (keys too)."""
     if any(isinstance(v, str) and not storable(v) for v in values):
         return f"{path}: must not contain NUL characters"

@@ -107,9 +107,7 @@ class PlanCadence:
         ahead), refresh its statistics before the burst is due (``store.refresh_statistics``).
         """
         self.planned_unanalyzed += planned
-        if self.planned_unanalyzed >= store.REFRESH_AT_LEAST and store.refresh_statistics(
-            planned=self.planned_unanalyzed
-        ):
+        if store.refresh_statistics(planned=self.planned_unanalyzed):
             log.info("statistics.refreshed", planned=self.planned_unanalyzed)
             self.planned_unanalyzed = 0
 
