@@ -6,6 +6,8 @@ with ``schedule(...)``; run them with ``manage.py runworker``. See README.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .declarations import InvalidSchedule, schedule
 from .exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure
 from .registry import job
@@ -14,6 +16,20 @@ from .scheduling.policies import Misfire, OnExcluded, Overlap, RepeatedTime, Ret
 from .scheduling.rrules import rrule
 from .scheduling.timings import after, at, cron, every
 from .worker.run import Run
+
+if TYPE_CHECKING:
+    from .services.enqueue import enqueue
+
+
+def __getattr__(name: str) -> Any:
+    # ``enqueue`` needs the models: imported on first use, so that settings modules can
+    # import this package (``Retry``, ``cron``...) before the apps are loaded.
+    if name == "enqueue":
+        from .services.enqueue import enqueue
+
+        return enqueue
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "WEEKENDS",
@@ -34,6 +50,7 @@ __all__ = [
     "after",
     "at",
     "cron",
+    "enqueue",
     "every",
     "job",
     "rrule",

@@ -117,20 +117,29 @@ def _shown(value: object) -> str:
     return shown_json(value, get_settings().REDACT_PATTERNS)
 
 
-class ShowsArguments:
-    """A page of a model with arguments (``args``): they are shown redacted (``arguments``),
-    never as the raw field."""
+# JSON fields a page shows redacted, never raw: the field, and what shows it instead.
+_REDACTED_FIELDS = {"args": "arguments", "result": "returned"}
 
-    exclude: ClassVar[list[str] | tuple[str, ...] | None] = ["args"]
+
+class ShowsArguments:
+    """A page of a model with arguments (``args``), and an occurrence's ``result``: they are
+    shown redacted (``arguments``, ``returned``), never as the raw field."""
+
+    exclude: ClassVar[list[str] | tuple[str, ...] | None] = list(_REDACTED_FIELDS)
 
     @staticmethod
     def arguments_shown(fields: list[str]) -> list[str]:
-        """The model's read-only fields, ``arguments`` in the place of ``args``."""
-        return ["arguments" if name == "args" else name for name in fields]
+        """The model's read-only fields, each JSON field by what shows it redacted."""
+        return [_REDACTED_FIELDS.get(name, name) for name in fields]
 
     @admin.display(description="arguments")
     def arguments(self, obj: Schedule | Occurrence) -> str:
         return _shown(obj.args)
+
+    @admin.display(description="result")
+    def returned(self, obj: Occurrence) -> str:
+        """What the handler returned, with the completion."""
+        return _shown(obj.result)
 
 
 class ScopedAdmin(GuardedAdmin):

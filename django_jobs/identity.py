@@ -28,3 +28,12 @@ def canonical(tenant: str, schedule_key: str, scheduled_at: datetime) -> str:
 def occurrence_id(tenant: str, schedule_key: str, scheduled_at: datetime) -> uuid.UUID:
     """The identity of the occurrence of `schedule_key` (in `tenant`) planned at `scheduled_at`."""
     return uuid.uuid5(NAMESPACE, canonical(tenant, schedule_key, scheduled_at))
+
+
+def enqueued_id(tenant: str, job: str, key: str) -> uuid.UUID:
+    """The identity of the work ``enqueue(job, key=key, tenant=tenant)`` asks for: derived
+    from (tenant, job, key), not from an instant, so enqueuing the same key again (at any
+    time, for any instant) names the same occurrence. A schedule's identity includes its
+    instant instead: each planned run is a new occurrence."""
+    parts = ["v1-enqueue", tenant, job, key]
+    return uuid.uuid5(NAMESPACE, json.dumps(parts, ensure_ascii=True, separators=(",", ":")))

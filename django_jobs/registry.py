@@ -9,10 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from .exceptions import ConfigurationError, UnknownJob
+from .scheduling.policies import MAX_DURATION, Retry
+from .validation import priority as priority_problem
 
 if TYPE_CHECKING:
     from .worker.run import Run
@@ -53,11 +55,96 @@ class Departure:
             )
 
 
+# The longest a count-based retention (``retention=`` an int) of enqueued work may keep.
+MAX_KEEP_LAST = 100_000_000
+# A job's enqueued work's ``max_delay`` when none is given: never too late to run.
+NO_MAX_DELAY = MAX_DURATION
+
+
+@dataclass(frozen=True)
+class JobPolicies:
+    """The policies of a job's enqueued work (``enqueue()``), declared on ``@job(...)``: its
+    tenant's policy record (origin ``enqueue``) holds them. ``owner`` answers for that record
+    (operating and record owner): by default the top-level package of the handler's module.
+    """
+
+    retry: Retry = field(default_factory=Retry)
+    timeout: dt.timedelta = dt.timedelta(minutes=15)
+    retention: dt.timedelta | int = dt.timedelta(days=7)
+    max_delay: dt.timedelta | None = None
+    priority: int = 0
+    owner: str = ""
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, message) for each invalid policy; empty when valid."""
+        found = (
+            list(self.retry.problems())
+            if isinstance(self.retry, Retry)
+            else [("retry", f"must be Retry(...), got {self.retry!r}")]
+        )
+        for name in ("timeout", "max_delay"):
+            value = getattr(self, name)
+            if name == "max_delay" and value is None:
+                continue
+            if not isinstance(value, dt.timedelta) or not dt.timedelta(0) < value <= MAX_DURATION:
+                found.append(
+                    (
+                        name,
+                        f"must be a positive timedelta of at most {MAX_DURATION.days} days, "
+                        f"got {value!r}",
+                    )
+                )
+        retention = self.retention
+        if not (
+            (isinstance(retention, dt.timedelta) and dt.timedelta(0) < retention <= MAX_DURATION)
+            or (
+                isinstance(retention, int)
+                and not isinstance(retention, bool)
+                and 0 < retention <= MAX_KEEP_LAST
+            )
+        ):
+            found.append(
+                (
+                    "retention",
+                    "must be a positive timedelta (keep for) or a positive count (keep last), "
+                    f"got {retention!r}",
+                )
+            )
+        problem = priority_problem(self.priority)
+        if problem is not None:
+            found.append(("priority", problem))
+        if not isinstance(self.owner, str) or len(self.owner) > 200:
+            found.append(("owner", f"must be a name of at most 200 characters, got {self.owner!r}"))
+        return found
+
+    def record_fields(self, module: str) -> dict[str, object]:
+        """The policy record's columns these policies set."""
+        owner = self.owner.strip() or module.partition(".")[0] or "?"
+        return {
+            "max_attempts": self.retry.max_attempts,
+            "backoff": self.retry.backoff,
+            "max_backoff": self.retry.max_backoff,
+            "timeout": self.timeout,
+            "max_delay": self.max_delay or NO_MAX_DELAY,
+            "priority": self.priority,
+            "operating_owner": owner,
+            "record_owner": owner,
+        }
+
+    @property
+    def limit(self) -> dict[str, object]:
+        """The policy record's retention ``Limit`` columns."""
+        if isinstance(self.retention, dt.timedelta):
+            return {"keep_for": self.retention, "keep_last": None}
+        return {"keep_for": None, "keep_last": self.retention}
+
+
 @dataclass(frozen=True)
 class JobHandler:
     name: str
     func: Handler
     departures: tuple[Departure, ...] = ()
+    policies: JobPolicies = field(default_factory=JobPolicies)
 
     @property
     def module(self) -> str:
@@ -84,6 +171,7 @@ class Registry:
         func: Handler,
         *,
         departure: Departure | Sequence[Departure] | None = None,
+        policies: JobPolicies | None = None,
     ) -> JobHandler:
         if not name or name != name.strip():
             raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
@@ -102,7 +190,14 @@ class Registry:
                 f"job {name!r} is registered twice: in {existing.module} and in "
                 f"{getattr(func, '__module__', '?')}; give one of them another name"
             )
-        handler = JobHandler(name=name, func=func, departures=_departures(name, departure))
+        policies = policies or JobPolicies()
+        problems = policies.problems()
+        if problems:
+            field, message = problems[0]
+            raise ConfigurationError(f"job {name!r}: {field}: {message}")
+        handler = JobHandler(
+            name=name, func=func, departures=_departures(name, departure), policies=policies
+        )
         self._handlers[name] = handler
         return handler
 
@@ -117,6 +212,10 @@ class Registry:
                 f"no handler is registered for job {name!r}; register one with "
                 f'@job("{name}") in the jobs.py module of the app that owns it'
             ) from None
+
+    def of(self, func: Callable[..., object]) -> JobHandler | None:
+        """The handler registered for ``func`` (the decorated function), if any."""
+        return next((h for h in self._handlers.values() if h.func is func), None)
 
     def names(self) -> list[str]:
         return sorted(self._handlers)
@@ -144,15 +243,35 @@ def _departures(name: str, given: Departure | Sequence[Departure] | None) -> tup
     return departures
 
 
-def job(name: str, *, departure: Departure | Sequence[Departure] | None = None) -> Callable[[H], H]:
+def job(
+    name: str,
+    *,
+    departure: Departure | Sequence[Departure] | None = None,
+    retry: Retry | None = None,
+    timeout: dt.timedelta = dt.timedelta(minutes=15),
+    retention: dt.timedelta | int = dt.timedelta(days=7),
+    max_delay: dt.timedelta | None = None,
+    priority: int = 0,
+    owner: str = "",
+) -> Callable[[H], H]:
     """Register the decorated function as the handler of the job called ``name``.
 
     A handler dispatches an application command or approved port, and lives in the app that
-    owns it; ``departure`` (one, or one per rule) records why one does not.
+    owns it; ``departure`` (one, or one per rule) records why one does not. ``retry``,
+    ``timeout``, ``retention``, ``max_delay``, ``priority`` and ``owner`` are the policies of
+    its enqueued work (``enqueue()``; ``JobPolicies``); a schedule's own are on the schedule.
     """
+    policies = JobPolicies(
+        retry=retry or Retry(),
+        timeout=timeout,
+        retention=retention,
+        max_delay=max_delay,
+        priority=priority,
+        owner=owner,
+    )
 
     def decorate(func: H) -> H:
-        registry.register(name, func, departure=departure)
+        registry.register(name, func, departure=departure, policies=policies)
         return func
 
     return decorate

@@ -93,14 +93,46 @@ def arguments(value: object) -> tuple[dict[str, Any], None] | tuple[None, str]:
         return {}, None
     if not isinstance(value, dict):
         return None, f"must be a JSON object (a dict with str keys), got {type(value).__name__}"
-    problem = _json_problem(value, "args", depth=0)
+    return _bounded_json(value, "args", ARGS_MAX_BYTES, named_size="")
+
+
+# What a handler may return (``Occurrence.result``): any JSON value, at most this large.
+RESULT_MAX_BYTES = 65_536
+
+# Priorities of jobs, schedules and enqueued work: Django's Tasks framework's range.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+
+
+def result(value: object) -> tuple[Any, None] | tuple[None, str]:
+    """A handler's return value as the completion keeps it, and ``None``; or ``None`` and what
+    is wrong with it. Any JSON value (as ``arguments``' values), at most ``RESULT_MAX_BYTES``
+    as compact JSON; what is kept is what the database gives back (tuples become lists)."""
+    return _bounded_json(value, "result", RESULT_MAX_BYTES, named_size="result: ")
+
+
+def _bounded_json(
+    value: object, path: str, most: int, *, named_size: str
+) -> tuple[Any, None] | tuple[None, str]:
+    """``value`` as the database gives it back, and ``None``; or ``None`` and what JSON (or
+    jsonb) cannot hold in it, found at ``path``, or that it is over ``most`` bytes as compact
+    JSON (that message starts with ``named_size``)."""
+    problem = _json_problem(value, path, depth=0)
     if problem is not None:
         return None, problem
     encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     size = len(encoded.encode())
-    if size > ARGS_MAX_BYTES:
-        return None, f"at most {ARGS_MAX_BYTES} bytes as JSON, got {size}"
+    if size > most:
+        return None, f"{named_size}at most {most} bytes as JSON, got {size}"
     return json.loads(encoded), None
+
+
+def priority(value: object) -> str | None:
+    """What is wrong with ``value`` as a priority, or None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"must be an int, got {type(value).__name__}"
+    if not MIN_PRIORITY <= value <= MAX_PRIORITY:
+        return f"must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {value}"
+    return None
 
 
 def _json_problem(value: object, path: str, *, depth: int) -> str | None:

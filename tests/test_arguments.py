@@ -277,3 +277,42 @@ def test_the_admin_shows_arguments_redacted(ops, client, page: str) -> None:
     assert "sk-live-4242" not in html
     assert "[redacted]" in html or page == "schedule"
     assert "acme" in html
+
+
+# --- results: what a handler returned, kept with its completion and shown redacted ----------
+
+
+def test_a_handlers_result_is_kept_and_shown_redacted_in_inspect_and_the_admin(
+    ops, client
+) -> None:
+    jobs_ = Registry()
+    jobs_.register("billing.send", lambda run: {"sent": 3, "token": "sk-live-4242"})
+    schedule = ScheduleFactory.create(key="billing.statements", job="billing.send")
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    run_due(FakeClock(T0), jobs=jobs_)
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert occurrence.result == {"sent": 3, "token": "sk-live-4242"}
+
+    detail = jobs(
+        "inspect", "billing.statements", "--actor", "ops", "--occurrence", str(occurrence_id)
+    )
+    assert 'result: {"sent": 3, "token": "[redacted]"}' in detail
+    client.force_login(ops)
+    html = client.get(f"/admin/django_jobs/occurrence/{occurrence_id}/change/").content.decode()
+    assert "sk-live-4242" not in html
+    assert "&quot;sent&quot;: 3" in html
+
+
+def test_a_result_returned_after_run_atomic_is_kept_with_its_completion(ops) -> None:
+    def atomic_then_return(run):
+        with run.atomic():
+            pass
+        return ["done", run.attempt]
+
+    jobs_ = Registry()
+    jobs_.register("billing.send", atomic_then_return)
+    schedule = ScheduleFactory.create(key="billing.statements", job="billing.send")
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    run_due(FakeClock(T0), jobs=jobs_)
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.result) == ("completed", ["done", 1])

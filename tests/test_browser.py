@@ -19,11 +19,11 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.db import connections
 
-from django_jobs import runbooks, services
+from django_jobs import enqueue, runbooks, services
 from django_jobs.models import Attempt, AuditRecord
 from django_jobs.permissions import grant_tenant
 from django_jobs.registry import Registry
-from django_jobs.testing import FakeClock, run_due
+from django_jobs.testing import FakeClock, run_due, use_clock
 
 from .factories import ScheduleFactory, dead_occurrence
 
@@ -213,3 +213,25 @@ def test_an_occurrence_shows_the_arguments_it_ran_with_redacted(page, server) ->
     assert "tok-9f8e7d" not in page.content()
     page.goto(f"{server.url}/admin/django_jobs/schedule/{schedule.pk}/change/")
     assert '{"copies": 1}' in page.inner_text(".field-arguments")
+
+
+def test_enqueued_work_shows_its_arguments_and_result_redacted(page, server, registered) -> None:
+    """An enqueued occurrence that ran: its page shows the arguments it ran with and what its
+    handler returned, a secret in either hidden."""
+    registered("t.invoice", lambda run: {"invoice": 42, "api_token": "tok-result-1"})
+    User.objects.create_superuser("root", "root@example.com", "pw")
+    clock = FakeClock(datetime.now(UTC))
+    with use_clock(clock):
+        done = enqueue("t.invoice", args={"order": 7, "password": "pw-args-2"})
+        run_due(clock)
+    login(page, server, "root", "pw")
+    page.goto(f"{server.url}/admin/django_jobs/occurrence/{done.id}/change/")
+    arguments = page.inner_text(".field-arguments")
+    result = page.inner_text(".field-returned")
+    assert '"order": 7' in arguments
+    assert '"password": "[redacted]"' in arguments
+    assert '"invoice": 42' in result
+    assert '"api_token": "[redacted]"' in result
+    assert "tok-result-1" not in page.content()
+    assert "pw-args-2" not in page.content()
+    assert "enqueued" in page.inner_text(".field-trigger")

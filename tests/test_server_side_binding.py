@@ -124,11 +124,11 @@ def test_claim_renewal_retry_release_and_completion_with_prepared_statements(pre
     schedule = ScheduleFactory.create()
     plan(schedule, T0, T0 + timedelta(seconds=1), now=T0)
     with transaction.atomic():
-        due_index = _index_scans("django_jobs_occurrence_due")
+        claim_index = _index_scans("django_jobs_occurrence_claim")
         first, second = claim("w", T0 + timedelta(seconds=2))
-        # The generic plan of the claim walks the partial index on the claimable states:
-        # the states are literals in its text, not parameters.
-        assert _index_scans("django_jobs_occurrence_due") > due_index
+        # The generic plan of the claim walks the partial claim-order index on the claimable
+        # states: the states are literals in its text, not parameters.
+        assert _index_scans("django_jobs_occurrence_claim") > claim_index
     assert any("FOR UPDATE OF o SKIP LOCKED" in s for s in prepared_statements())
 
     (renewed,) = store.renew([first], owner="w", now=T0 + LEASE / 2, lease_for=LEASE)

@@ -23,7 +23,7 @@ DJANGO_JOBS = {
     "SHUTDOWN_GRACE_SECONDS": float(os.environ.get("JOBS_SHUTDOWN_GRACE_SECONDS", "5")),
     "TIMEOUT_GRACE_SECONDS": float(os.environ.get("JOBS_TIMEOUT_GRACE_SECONDS", "1")),
     "HEARTBEAT_SECONDS": 1,
-    "POLL_SECONDS": 1,
+    "POLL_SECONDS": float(os.environ.get("JOBS_POLL_SECONDS", "1")),
     "RETENTION_SECONDS": float(os.environ.get("JOBS_RETENTION_SECONDS", "60")),
 }
 

@@ -64,6 +64,7 @@ def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
         "job": schedule.job,
         "status": schedule.status,
         "args": _arguments(schedule.args),
+        "priority": schedule.priority,
         **_calendar_rule(schedule),
         **_local_time(schedule),
         "enabled": schedule.enabled,
@@ -102,9 +103,9 @@ def _history(report: services.ScheduleReport) -> dict[str, Any]:
     }
 
 
-def _arguments(args: dict[str, Any]) -> str:
-    """A job's arguments as ``jobs inspect`` shows them: JSON text, with what the secret
-    patterns and ``REDACT_PATTERNS`` match hidden."""
+def _arguments(args: Any) -> str:
+    """A job's arguments (or an occurrence's result) as ``jobs inspect`` shows them: JSON
+    text, with what the secret patterns and ``REDACT_PATTERNS`` match hidden."""
     return shown_json(args, get_settings().REDACT_PATTERNS)
 
 
@@ -148,6 +149,8 @@ def _inspect_occurrence(
         "state": occurrence.state,
         "skip_reason": occurrence.skip_reason,
         "args": _arguments(occurrence.args),
+        "priority": occurrence.priority,
+        "result": "-" if occurrence.result is None else _arguments(occurrence.result),
         "lease_owner": occurrence.lease_owner,
         "lease_expires_at": occurrence.lease_expires_at,
         "fencing_token": occurrence.fencing_token,

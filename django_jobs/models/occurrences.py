@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import JSONField, Q, Value
+from django.db.models import F, Func, JSONField, Q, Value
 
 from .schedules import Schedule
 
@@ -53,6 +53,22 @@ class Trigger(models.TextChoices):
     RETRY = "retry", "a retry"
     MANUAL = "manual", "a manual replay or run-now"
     CATCHUP = "catchup", "a missed run replayed by the misfire policy"
+    ENQUEUED = "enqueued", "enqueued by application code (enqueue())"
+
+
+# One point of priority is worth this many minutes of waiting: claims order due work by
+# ``due_at - priority minutes`` (the SQL function ``django_jobs_claim_order``, created by
+# migration 0013, IMMUTABLE so that an index can hold it). Higher priority goes first among
+# work due within that many minutes of each other, and work of low priority goes before any
+# of higher priority that became due more than the difference later: never starved.
+PRIORITY_MINUTES = 1
+
+
+class ClaimOrder(Func):
+    """``django_jobs_claim_order(due_at, priority)``: the order claims take due work in."""
+
+    function = "django_jobs_claim_order"
+    output_field = models.DateTimeField()
 
 
 class Occurrence(models.Model):
@@ -91,6 +107,11 @@ class Occurrence(models.Model):
     args = models.JSONField(
         "arguments", blank=True, default=dict, db_default=Value({}, JSONField())
     )
+    # Its schedule's (or the enqueue's) priority when it was planned: see PRIORITY_MINUTES.
+    priority = models.SmallIntegerField(default=0, db_default=0)
+    # What the handler returned (JSON), written with the completion; NULL: nothing (None),
+    # or not completed.
+    result = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -108,10 +129,17 @@ class Occurrence(models.Model):
             ),
         ]
         indexes = [
-            # The claim query: due work in a claimable state, oldest first.
+            # The earliest due instant (a worker's next wake-up).
             models.Index(
                 fields=["due_at"],
                 name="django_jobs_occurrence_due",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            # The claim query: due work in a claimable state, in claim order (priority, then
+            # oldest due: PRIORITY_MINUTES).
+            models.Index(
+                ClaimOrder(F("due_at"), F("priority")),
+                name="django_jobs_occurrence_claim",
                 condition=Q(state__in=CLAIMABLE_STATES),
             ),
             models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),

@@ -20,7 +20,7 @@ from ..scheduling.policies import (
     TimingKind,
     choices,
 )
-from ..validation import draft_gaps
+from ..validation import MAX_PRIORITY, MIN_PRIORITY, draft_gaps
 
 
 class Origin(models.TextChoices):
@@ -28,6 +28,9 @@ class Origin(models.TextChoices):
 
     CODE = "code", "declared in a schedules.py module"
     RUNTIME = "runtime", "created at run time through the service layer"
+    # The policies of one job's enqueued work in one tenant (``enqueue()``): created by the
+    # first enqueue, its policies kept equal to the job's ``@job(...)`` by ``jobs sync``.
+    ENQUEUE = "enqueue", "the policy record of a job's enqueued work"
 
 
 class IdempotencyScope(models.TextChoices):
@@ -87,6 +90,10 @@ class Schedule(models.Model):
     args = models.JSONField(
         "arguments", blank=True, default=dict, db_default=Value({}, JSONField())
     )
+
+    # Claims take higher priority first (see ``Occurrence.priority``); each occurrence
+    # snapshots it when it is planned.
+    priority = models.SmallIntegerField(default=0, db_default=0)
 
     max_delay = models.DurationField(default=timedelta(minutes=5))
     overlap = models.CharField(max_length=10, choices=choices(Overlap), default=Overlap.SKIP)
@@ -171,7 +178,9 @@ class Schedule(models.Model):
                     Q(timing_kind=TimingKind.AFTER)
                     & Q(run_at__isnull=False)
                     & Q(delay__gte=timedelta(0))
-                ),
+                )
+                # The policy record of enqueued work has no timing: never planned.
+                | (Q(timing_kind=TimingKind.ENQUEUED) & Q(origin=Origin.ENQUEUE)),
                 name="django_jobs_schedule_timing_complete",
             ),
             models.CheckConstraint(
@@ -180,6 +189,10 @@ class Schedule(models.Model):
             models.CheckConstraint(
                 condition=Q(enabled=True) | ~Q(disabled_reason=""),
                 name="django_jobs_disabled_has_reason",
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=MIN_PRIORITY) & Q(priority__lte=MAX_PRIORITY),
+                name="django_jobs_schedule_priority",
             ),
         ]
         indexes = [

@@ -61,6 +61,8 @@ class TimingKind(enum.StrEnum):
     AT = "at"
     AFTER = "after"
     RRULE = "rrule"
+    # No timing: the policy record of a job's enqueued work (``enqueue()``), never planned.
+    ENQUEUED = "enqueued"
 
 
 class OnExcluded(enum.StrEnum):

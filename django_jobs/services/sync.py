@@ -33,7 +33,9 @@ from django.db import transaction
 from .. import audit, runbooks, store
 from ..clock import ensure_aware_utc
 from ..declarations import Declaration
+from ..exceptions import UnknownJob
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
+from ..registry import JobHandler, registry
 from ..scheduling.timings import After, At
 from .rows import first_due
 from .schedules import change_action, outdates_planned, unpark
@@ -96,7 +98,16 @@ def fingerprint(declarations: Sequence[Declaration]) -> str:
         fields = {**d.record_fields(), **d.limit_fields(), "tenant": d.tenant, "key": d.key}
         digest.update(json.dumps(fields, sort_keys=True, default=repr).encode())
         digest.update(b"\n")
+    # The enqueued work's policies of every registered job (their policy records follow).
+    for handler in registry.all():
+        policies = {**_policy_fields(handler), **handler.policies.limit, "job": handler.name}
+        digest.update(json.dumps(policies, sort_keys=True, default=repr).encode())
+        digest.update(b"\n")
     return digest.hexdigest()
+
+
+def _policy_fields(handler: JobHandler) -> dict[str, Any]:
+    return handler.policies.record_fields(handler.module)
 
 
 def sync_schedules(
@@ -177,6 +188,7 @@ def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
     report.retired = _retire(
         [s for k, s in records.items() if k not in declared and s.origin == Origin.CODE], sync
     )
+    report.updated.extend(_align_policy_records(sync))
     for _, schedule in kept:
         moved = schedule.pk in changed or schedule.pk in limited
         (report.updated if moved else report.unchanged).append(str(schedule))
@@ -184,6 +196,39 @@ def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
     written = {s.pk for s in created} | stale
     report.runbooks = [str(s) for s in [*created, *(s for _, s in kept)] if s.pk in written]
     return report
+
+
+def _align_policy_records(sync: _Sync) -> list[str]:
+    """The policy records of enqueued work (``services.enqueue``) set to their job's
+    ``@job(...)`` policies as this release registers them; the names of those changed. One
+    read of them all; an audit record with before and after for each one changed, like a
+    declared schedule's change. A record of a job this release does not register is left."""
+    changed = []
+    records = Schedule.objects.filter(origin=Origin.ENQUEUE).select_related("limit")
+    for record in records.select_for_update(of=("self",)):
+        try:
+            handler = registry.get(record.job)
+        except UnknownJob:
+            continue
+        wanted, limit = _policy_fields(handler), handler.policies.limit
+        before = {name: getattr(record, name) for name in wanted}
+        if before != wanted:
+            Schedule.objects.filter(pk=record.pk).update(**wanted, updated_at=sync.now)
+            audit.record(
+                at=sync.now,
+                actor=sync.actor,
+                action="schedule.policies_changed",
+                tenant=record.tenant,
+                schedule_id=record.pk,
+                reason=f"the @job({handler.name!r}) policies of this release ({sync.by})",
+                before={k: v for k, v in before.items() if wanted[k] != v},
+                after={k: v for k, v in wanted.items() if before[k] != v},
+            )
+            changed.append(str(record))
+        kept = getattr(record, "limit", None)
+        if kept is None or {name: getattr(kept, name) for name in limit} != limit:
+            Limit.objects.update_or_create(schedule=record, defaults=limit)
+    return changed
 
 
 def _read_records(declarations: list[Declaration]) -> dict[tuple[str, str], Schedule]:

@@ -24,8 +24,9 @@ from __future__ import annotations
 from ._sql import TENANT_MISMATCH, WORKER_LOST
 from .claims import RUN_FIELDS, claim_runs
 from .clock import database_clock
-from .completion import complete, dead_letter, excuse_outage, fail, release
+from .completion import complete, dead_letter, excuse_outage, fail, record_result, release
 from .declared import copy_in, reserve_schedule_ids
+from .enqueue import EnqueueWrite, enqueue
 from .leases import hold, mark_started, renew
 from .operator import cancel_running, replay
 from .planning import (
@@ -76,6 +77,7 @@ __all__ = [
     "Advance",
     "Claimed",
     "Consumed",
+    "EnqueueWrite",
     "Lease",
     "MissedSummary",
     "Parked",
@@ -93,6 +95,7 @@ __all__ = [
     "copy_in",
     "database_clock",
     "dead_letter",
+    "enqueue",
     "excuse_outage",
     "fail",
     "heartbeat",
@@ -112,6 +115,7 @@ __all__ = [
     "purge_batch",
     "purge_page",
     "read_plan_batch",
+    "record_result",
     "record_retention",
     "record_skip_summary",
     "record_step",

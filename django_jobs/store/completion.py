@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from ..clock import ensure_aware_utc
 from ..models import AttemptOutcome
 from ..safe_error import SafeError
@@ -61,6 +63,7 @@ def _fenced_write(
         "outcome": outcome.value,
         "error_type": "",
         "error_message": "",
+        "result": None,
         "skip_locked": skip_locked,
         **params,
     }
@@ -70,15 +73,25 @@ def _fenced_write(
     return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done))
 
 
-def complete(leases: Sequence[Lease], *, now: datetime) -> WriteResult:
-    """Mark occurrences completed, each only while its lease's token is current."""
+def complete(leases: Sequence[Lease], *, now: datetime, result: Any = None) -> WriteResult:
+    """Mark occurrences completed, each only while its lease's token is current; with
+    ``result`` (one lease: what its handler returned, checked by ``validation.result``)."""
+    if result is not None and len(leases) != 1:
+        raise ValueError("a result is written with the completion of one lease")
     return _fenced_write(
         leases,
         now=now,
         ends="completed",
         outcome=AttemptOutcome.SUCCEEDED,
-        params={},
+        params={"result": None if result is None else Jsonb(result)},
     )
+
+
+def record_result(lease: Lease, result: Any) -> bool:
+    """Keep ``result`` on the occurrence ``lease`` completed (``run.atomic()`` committed the
+    completion before the handler returned it); ``False`` if it is no longer that completion."""
+    params = {"id": lease.occurrence_id, "token": lease.token, "result": Jsonb(result)}
+    return bool(_rows(QUERIES["record_result"], params))
 
 
 def fail(

@@ -25,7 +25,7 @@ from datetime import datetime
 import structlog
 from django.db import connection
 
-from .. import store
+from .. import store, validation
 from ..clock import LATEST, Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
@@ -125,7 +125,7 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outc
     connection.errors_occurred = False  # checked just before: what follows is this run's
     try:
         with connection.execute_wrapper(session):
-            call_handler(handler.func, run, name=handler.name)
+            returned = call_handler(handler.func, run, name=handler.name)
         if not outer_transaction and drop_leaked_transaction():
             raise JobsError(
                 f"job {schedule.job!r} returned with a database transaction still open; its "
@@ -140,21 +140,37 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outc
         if not outer_transaction:
             drop_leaked_transaction()
         return _failed(active, exc, ctx, outage=outage)
-    return _returned(active, ctx, run)
+    return _returned(active, ctx, run, returned)
 
 
-def _returned(active: ActiveRun, ctx: Execution, run: Run) -> Outcome:
-    """The handler returned: its completion is written (here, or by the completer), unless
-    ``run.atomic()`` already committed it or the run's lease is gone."""
+def _returned(active: ActiveRun, ctx: Execution, run: Run, returned: object) -> Outcome:
+    """The handler returned: its completion is written (here with what it returned, or by
+    the completer when that is ``None``), unless ``run.atomic()`` already committed it or the
+    run's lease is gone. A value JSON cannot hold fails the attempt; after ``run.atomic()``
+    committed, it is only logged (``result.unrecorded``): the completion stands."""
+    result, problem = validation.result(returned) if returned is not None else (None, None)
     if run.completed:
         log.info("occurrence.completed")
+        if problem is not None:
+            log.error("result.unrecorded", error=problem)
+        elif result is not None and not store.record_result(active.lease, result):
+            log.warning("result.unrecorded", error="the occurrence was replayed meanwhile")
         return Outcome.COMPLETED
     if active.reason == CancelReason.LEASE_LOST or active.abandoned:
         return _lost(active, ctx)
-    if ctx.hand_over is not None:
+    if problem is not None:
+        error = JobsError(
+            f"job {active.schedule.job!r} returned a value that cannot be kept: {problem}"
+        )
+        return record_failure(active, error, ctx, outcome=AttemptOutcome.FAILED)
+    if result is None and ctx.hand_over is not None:
         ctx.hand_over(active)
         return Outcome.HANDED_OVER
-    return _write(active, ctx, _complete, Outcome.COMPLETED)
+
+    def complete(lease: Lease, now: datetime) -> bool:
+        return _complete(lease, now, result=result)
+
+    return _write(active, ctx, complete, Outcome.COMPLETED)
 
 
 def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
@@ -291,8 +307,8 @@ def _retry(
     return counted_retry(outcome, result)
 
 
-def _complete(lease: Lease, now: datetime) -> bool:
-    accepted = bool(store.complete([lease], now=now).accepted)
+def _complete(lease: Lease, now: datetime, *, result: object = None) -> bool:
+    accepted = bool(store.complete([lease], now=now, result=result).accepted)
     if accepted:
         log.info("occurrence.completed")
     return accepted

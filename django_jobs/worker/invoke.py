@@ -33,9 +33,9 @@ if TYPE_CHECKING:
 CANCEL_POLL_SECONDS = 0.05
 
 
-def call_handler(func: Handler, run: Run, *, name: str) -> None:
+def call_handler(func: Handler, run: Run, *, name: str) -> object:
     """Run ``func``, the handler of job ``name``, to completion in this (the run's) thread and
-    in a copy of its context.
+    in a copy of its context; what it returned.
 
     Raises ``JobsError`` when the handler hands back unfinished work (a coroutine, a
     generator, an iterator ...): returning is what marks an occurrence completed, so work the
@@ -43,6 +43,7 @@ def call_handler(func: Handler, run: Run, *, name: str) -> None:
     """
     result = contextvars.copy_context().run(_call, func, run, name)
     _refuse_unfinished(result, name)
+    return result
 
 
 def _call(func: Handler, run: Run, name: str) -> object:

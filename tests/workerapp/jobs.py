@@ -11,7 +11,7 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 
-from django_jobs import PermanentFailure, Run, job
+from django_jobs import PermanentFailure, Retry, Run, job
 from django_jobs.registry import Departure
 
 from . import effects, probes
@@ -175,3 +175,12 @@ def stepped(run: Run) -> None:
     """An outside effect through ``run.once`` (a ``Step`` row per occurrence), like the
     example project's accountant digest."""
     run.once("send", lambda: None)
+
+
+@job("proc.enqueued", retry=Retry(max_attempts=2, backoff=dt.timedelta(0)))
+def enqueued(run: Run) -> dict[str, object]:
+    """Enqueued by the tests' view (tests/urls.py): records its effect, returns its arguments
+    (kept as the occurrence's result)."""
+    with run.atomic():
+        effects.record(run.occurrence_key, token=run.fencing_token)
+    return {"args": run.args, "attempt": run.attempt}

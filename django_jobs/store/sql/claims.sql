@@ -21,9 +21,12 @@ SELECT set_config('enable_sort', %(enable_sort)s, true),
        set_config('jit', %(jit)s, true)
 
 -- name: claim
--- The steps are numbered in claim_runs' docstring.
+-- The steps are numbered in claim_runs' docstring. Due work is taken in claim order:
+-- ``django_jobs_claim_order(due_at, priority)``, due_at less a minute per point of priority
+-- (models.occurrences.PRIORITY_MINUTES), the expression of the claim index.
 WITH due AS (
-    SELECT o.id, o.due_at, o.schedule_id, s.overlap, s.max_attempts,
+    SELECT o.id, o.due_at, django_jobs_claim_order(o.due_at, o.priority) AS claim_order,
+           o.schedule_id, s.overlap, s.max_attempts,
            o.tenant <> s.tenant AS forged, v.overlapped,
            -- A lapsed lease whose attempt had started: a lost attempt.
            CASE WHEN o.state = %(processing)s THEN EXISTS (
@@ -87,14 +90,14 @@ WITH due AS (
                                   WHERE r.id = g.running_occurrence
                                     AND r.state = %(processing)s))
             FOR NO KEY UPDATE SKIP LOCKED))
-    ORDER BY o.due_at
+    ORDER BY django_jobs_claim_order(o.due_at, o.priority)
     LIMIT %(limit)s
     FOR UPDATE OF o SKIP LOCKED
 ),
 picked AS (
-    SELECT ranked.*, row_number() OVER (ORDER BY due_at, id) AS place FROM (
+    SELECT ranked.*, row_number() OVER (ORDER BY claim_order, id) AS place FROM (
         SELECT due.*, row_number() OVER (
-            PARTITION BY schedule_id ORDER BY due_at, id) AS nth
+            PARTITION BY schedule_id ORDER BY claim_order, id) AS nth
         FROM due WHERE NOT overlapped
     ) ranked
     WHERE overlap = %(overlap_allow)s OR nth = 1
@@ -148,7 +151,7 @@ claimed AS (
       AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
     RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
               o.attempts, o.trigger, o.failures, o.args, picked.due_at AS was_due,
-              picked.overlap, picked.place
+              picked.claim_order, picked.overlap, picked.place
 ),
 guarded AS (
     -- Rows locked by ``due``: no waiting here. Only overlap skip/queue schedules are
@@ -175,15 +178,15 @@ new_attempts AS (
     FROM claimed
 )
 SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
-       c.attempts, c.trigger, c.failures, c.args, c.was_due,
+       c.attempts, c.trigger, c.failures, c.args, c.was_due, c.claim_order,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
 UNION ALL
 -- The occurrences a lost attempt dead-lettered, forged ones, and those skipped for overlap:
 -- nothing to run. (Which, in the trigger column.)
-SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL, NULL,
+SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL, NULL, NULL,
        {no_run_fields}
 FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
       UNION ALL SELECT id, %(tenant_mismatch)s FROM forged
       UNION ALL SELECT id, %(reason_overlap)s FROM overlapped) ended
-ORDER BY was_due NULLS LAST, id
+ORDER BY claim_order NULLS LAST, id

@@ -4,7 +4,8 @@
 -- sets on an accepted occurrence besides ending its lease, one per way an attempt ends.
 
 -- name: completed
-state = %(completed)s, finished_at = %(now)s
+-- With what the handler returned (NULL: nothing).
+state = %(completed)s, finished_at = %(now)s, result = %(result)s::jsonb
 
 -- name: retry
 state = %(failed)s, due_at = %(retry_at)s, trigger = %(trigger_retry)s,
@@ -52,3 +53,10 @@ UPDATE {occurrence} o SET
                          ELSE o.last_error_message END
 WHERE o.id = %(id)s AND EXISTS (SELECT 1 FROM excused)
 RETURNING o.id
+
+-- name: record_result
+-- What a handler returned after run.atomic() committed its completion: kept while the
+-- occurrence is still that completion (the token it completed with, not replayed since).
+UPDATE {occurrence} SET result = %(result)s::jsonb
+WHERE id = %(id)s AND fencing_token = %(token)s AND state = %(completed)s
+RETURNING id

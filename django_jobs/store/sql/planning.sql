@@ -9,9 +9,9 @@
 -- Not a statement: the WITH clause that ``plan`` and ``write_plan`` open with. Inserts
 -- idempotently: the identity is the primary key, so an instant planned twice (here or on
 -- another replica, concurrently or not) is a no-op. ``inserted`` holds the new identities.
--- Each occurrence keeps its arguments: those given, or its schedule's as they are now (the
--- plan pass holds the schedule rows it plans locked), so a later change of the schedule's
--- arguments never alters an occurrence already planned.
+-- Each occurrence keeps its arguments (those given, or its schedule's as they are now: the
+-- plan pass holds the schedule rows it plans locked) and its schedule's priority, so a later
+-- change of the schedule's never alters an occurrence already planned.
 WITH input AS (
     SELECT * FROM unnest(
         %(ids)s::uuid[], %(schedules)s::bigint[], %(tenants)s::text[],
@@ -23,16 +23,14 @@ inserted AS (
     INSERT INTO {occurrence} (
         id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
         lease_owner, fencing_token, attempts, failures, finished_at,
-        last_error_type, last_error_message, args
+        last_error_type, last_error_message, args, priority
     )
-    SELECT id, schedule_id, tenant, scheduled_at,
-           CASE WHEN skip_reason = '' THEN %(scheduled)s ELSE %(skipped)s END,
-           skip_reason, trg, scheduled_at, '', 0, 0, 0,
-           CASE WHEN skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
-           '', '',
-           COALESCE(input.args, (SELECT s.args FROM {schedule} s WHERE s.id = input.schedule_id),
-                    '{{}}'::jsonb)
-    FROM input
+    SELECT i.id, i.schedule_id, i.tenant, i.scheduled_at,
+           CASE WHEN i.skip_reason = '' THEN %(scheduled)s ELSE %(skipped)s END,
+           i.skip_reason, i.trg, i.scheduled_at, '', 0, 0, 0,
+           CASE WHEN i.skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
+           '', '', COALESCE(i.args, s.args, '{{}}'::jsonb), COALESCE(s.priority, 0)
+    FROM input i LEFT JOIN {schedule} s ON s.id = i.schedule_id
     ON CONFLICT (id) DO NOTHING
     RETURNING id
 )

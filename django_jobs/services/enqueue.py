@@ -1,0 +1,180 @@
+"""``enqueue()``: one occurrence of a registered job, from application code, in the caller's
+transaction.
+
+Enqueued work is an occurrence like a schedule's, so it has the same fencing, retries, dead
+letters, replay, audit of operators' actions and retention. It hangs off its job's *policy
+record* in its tenant: a ``Schedule`` row of origin ``enqueue`` and timing ``enqueued`` (never
+planned), keyed ``@<job>``, whose policies are the job's ``@job(...)`` ones
+(``registry.JobPolicies``; ``jobs sync`` keeps them equal) and whose ``Limit`` is the job's
+retention. The first enqueue of a job in a tenant creates it; every later one is one
+statement (``store.enqueue``). docs/data-model.md explains the design.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from django.db import IntegrityError, transaction
+
+from .. import store
+from ..clock import ensure_aware_utc, later
+from ..declarations import TENANT_PATTERN
+from ..exceptions import JobsError
+from ..identity import enqueued_id
+from ..models import Limit, Occurrence, Origin, Schedule, ScheduleStatus
+from ..registry import JobHandler, registry
+from ..scheduling.policies import Misfire, Overlap, TimingKind
+from ..validation import arguments, printable
+from ..validation import priority as priority_problem
+from .timeline import now as timeline_now
+
+# A policy record's key: ``@`` and the job's name. No declared or run-time schedule key can
+# start with ``@`` (letters, digits and . _ : / -, starting with a letter or digit).
+POLICY_KEY_PREFIX = "@"
+KEY_MAX_CHARS = 200
+
+
+def policy_key(job: str) -> str:
+    """The key of ``job``'s policy record (in every tenant)."""
+    return f"{POLICY_KEY_PREFIX}{job}"
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What ``enqueue()`` wrote: the occurrence's identity, and whether this call created it
+    (``False``: the key was enqueued before, and that occurrence is the one)."""
+
+    id: UUID
+    job: str
+    tenant: str
+    created: bool
+
+    def occurrence(self) -> Occurrence:
+        """The occurrence, as it is now (visible once the enqueuing transaction commits)."""
+        return Occurrence.objects.get(pk=self.id)
+
+
+def enqueue(
+    job: str | Callable[..., object],
+    *,
+    args: dict[str, Any] | None = None,
+    at: datetime | None = None,
+    after: timedelta | None = None,
+    key: str | None = None,
+    tenant: str = "",
+    priority: int | None = None,
+) -> Enqueued:
+    """Enqueue one run of ``job`` (its registered name, or the ``@job`` function itself).
+
+    Written in the caller's database transaction: workers see it only if the caller commits,
+    and the NOTIFY that wakes them is delivered at that commit. It runs at ``at`` (an aware
+    instant), ``after`` from now, or now; with ``args`` (a JSON object, as a schedule's) as
+    ``run.args``; before due work of lower ``priority`` (default: the job's; see
+    ``models.occurrences.PRIORITY_MINUTES``). With a ``key``, its identity derives from
+    (tenant, job, key): enqueuing the same key again, concurrently or later, changes nothing
+    and returns the same identity (``created`` False) for as long as that occurrence is
+    kept by its retention. Without one, each call is new work.
+
+    Raises ``JobsError`` naming the job and the field for bad input; nothing is written then.
+    """
+    handler = _handler(job)
+    name = handler.name
+    given, problem = arguments(args)
+    if problem is not None:
+        raise JobsError(f"enqueue of job {name!r}: args: {problem}")
+    _check(name, tenant=tenant, key=key, priority=priority, at=at, after=after)
+    now = timeline_now()
+    when = ensure_aware_utc(at, name="at") if at is not None else later(now, after or timedelta(0))
+    identity = enqueued_id(tenant, name, key) if key is not None else uuid4()
+
+    def write() -> store.EnqueueWrite | None:
+        return store.enqueue(
+            identity,
+            tenant=tenant,
+            policy_key=policy_key(name),
+            at=when,
+            args=given or {},
+            priority=priority,
+        )
+
+    written = write()
+    if written is None:  # the job's first enqueue in this tenant
+        _create_policy_record(handler, tenant, now=now)
+        written = write()
+    if written is None:
+        raise JobsError(f"enqueue of job {name!r}: its policy record could not be created")
+    return Enqueued(id=identity, job=name, tenant=tenant, created=written.created)
+
+
+def _handler(job: str | Callable[..., object]) -> JobHandler:
+    if isinstance(job, str):
+        return registry.get(job)  # UnknownJob (a JobsError) names it
+    handler = registry.of(job)
+    if handler is None:
+        raise JobsError(
+            f"enqueue: {getattr(job, '__qualname__', job)!s} is not a registered job; "
+            'decorate it with @job("<name>") or pass the name'
+        )
+    return handler
+
+
+def _check(
+    name: str,
+    *,
+    tenant: object,
+    key: object,
+    priority: object,
+    at: object,
+    after: object,
+) -> None:
+    what = f"enqueue of job {name!r}"
+    if len(policy_key(name)) > KEY_MAX_CHARS:
+        raise JobsError(
+            f"{what}: job: names of enqueued jobs are at most {KEY_MAX_CHARS - 1} characters"
+        )
+    if not isinstance(tenant, str) or not TENANT_PATTERN.fullmatch(tenant):
+        raise JobsError(f"{what}: tenant: at most 100 letters, digits and . _ : -, got {tenant!r}")
+    if key is not None and (
+        not isinstance(key, str)
+        or not key
+        or len(key) > KEY_MAX_CHARS
+        or not printable(key, layout=False)
+    ):
+        raise JobsError(f"{what}: key: 1-{KEY_MAX_CHARS} printable characters, got {key!r}")
+    if priority is not None and (problem := priority_problem(priority)) is not None:
+        raise JobsError(f"{what}: priority: {problem}")
+    if at is not None and after is not None:
+        raise JobsError(f"{what}: give at or after, not both")
+    if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
+        raise JobsError(f"{what}: at: an aware datetime, got {at!r}")
+    if after is not None and (not isinstance(after, timedelta) or after < timedelta(0)):
+        raise JobsError(f"{what}: after: a timedelta of 0 or more, got {after!r}")
+
+
+def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) -> None:
+    """``handler``'s policy record in ``tenant``, with its Limit, unless another transaction
+    made it first (then that one's, once it commits)."""
+    try:
+        with transaction.atomic():  # a savepoint inside the caller's transaction
+            record = Schedule.objects.create(
+                tenant=tenant,
+                key=policy_key(handler.name),
+                job=handler.name,
+                timing_kind=TimingKind.ENQUEUED,
+                overlap=Overlap.ALLOW,
+                misfire=Misfire.SKIP,
+                max_catchup=0,
+                status=ScheduleStatus.ACTIVE,
+                origin=Origin.ENQUEUE,
+                created_at=now,
+                updated_at=now,
+                **handler.policies.record_fields(handler.module),
+            )
+            Limit.objects.create(schedule=record, **handler.policies.limit)
+    except IntegrityError:
+        if not Schedule.objects.filter(tenant=tenant, key=policy_key(handler.name)).exists():
+            raise
