@@ -282,9 +282,7 @@ def test_the_admin_shows_arguments_redacted(ops, client, page: str) -> None:
 # --- results: what a handler returned, kept with its completion and shown redacted ----------
 
 
-def test_a_handlers_result_is_kept_and_shown_redacted_in_inspect_and_the_admin(
-    ops, client
-) -> None:
+def test_a_handlers_result_is_kept_and_shown_redacted_in_inspect_and_the_admin(ops, client) -> None:
     jobs_ = Registry()
     jobs_.register("billing.send", lambda run: {"sent": 3, "token": "sk-live-4242"})
     schedule = ScheduleFactory.create(key="billing.statements", job="billing.send")

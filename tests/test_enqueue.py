@@ -31,7 +31,7 @@ from django_jobs.models import (
     Schedule,
     Trigger,
 )
-from django_jobs.registry import registry
+from django_jobs.registry import JobPolicies, registry
 from django_jobs.services.enqueue import policy_key
 from django_jobs.testing import FakeClock, run_due
 from tests.workerapp.models import Effect
@@ -60,8 +60,6 @@ def ran(registered) -> list[tuple[str, dict]]:
 
 
 def registry_policies(*, retention, max_attempts, priority):
-    from django_jobs.registry import JobPolicies
-
     return JobPolicies(
         retry=Retry(max_attempts=max_attempts, backoff=timedelta(0)),
         timeout=timedelta(minutes=2),
@@ -290,7 +288,6 @@ def test_the_job_function_itself_names_the_job(clock, ran) -> None:
 
 def test_bad_job_policies_are_refused_at_registration(registered) -> None:
     from django_jobs.exceptions import ConfigurationError
-    from django_jobs.registry import JobPolicies
 
     with pytest.raises(ConfigurationError, match=r"job 't\.x': priority: must be from -100"):
         registered("t.x", lambda run: None, policies=JobPolicies(priority=500))
@@ -417,7 +414,6 @@ def test_fake_clock_is_what_enqueue_reads(ran) -> None:
 def test_sync_sets_policy_records_to_the_jobs_policies_of_the_release(clock, ran) -> None:
     from django_jobs import services
     from django_jobs.models import AuditRecord
-    from django_jobs.registry import JobPolicies
 
     with use_clock(clock):
         enqueue("t.send", tenant="acme")
@@ -435,3 +431,30 @@ def test_sync_sets_policy_records_to_the_jobs_policies_of_the_release(clock, ran
     audit = AuditRecord.objects.get(action="schedule.policies_changed")
     assert (audit.before["max_attempts"], audit.after["max_attempts"]) == (4, 9)
     assert services.sync_schedules([], now=clock.now()).updated == []  # aligned: no change
+
+
+def test_enqueued_work_that_cannot_start_within_its_max_delay_is_skipped(clock, registered) -> None:
+    ran: list[str] = []
+    registered(
+        "t.fresh_only",
+        lambda run: ran.append(run.args["n"]),
+        policies=JobPolicies(max_delay=timedelta(minutes=5)),
+    )
+    with use_clock(clock):
+        stale = enqueue("t.fresh_only", args={"n": "stale"})
+        clock.advance(timedelta(minutes=4))
+        fresh = enqueue("t.fresh_only", args={"n": "fresh"})
+        clock.advance(timedelta(minutes=2))  # stale: 6 minutes late; fresh: 2
+        run_due(clock)
+    assert ran == ["fresh"]
+    skipped = Occurrence.objects.get(pk=stale.id)
+    assert (skipped.state, skipped.skip_reason, skipped.attempts) == ("skipped", "misfire", 0)
+    assert Occurrence.objects.get(pk=fresh.id).state == OccurrenceState.COMPLETED
+
+
+def test_without_a_max_delay_enqueued_work_waits_as_long_as_it_takes(clock, ran) -> None:
+    with use_clock(clock):
+        enqueue("t.send", args={"n": 1})
+        clock.advance(timedelta(days=400))
+        run_due(clock)
+    assert [args for _, args in ran] == [{"n": 1}]

@@ -160,9 +160,14 @@ def _restore_planner(previous: _Planner) -> None:
 
 def _claimed(rows: list[Any], *, owner: str, expires: datetime) -> Claimed:
     """The claim's rows as runs to start, and the occurrences it ended instead: dead after a
-    lost attempt, forged, or skipped for overlap (the ``trigger`` column says which)."""
+    lost attempt, forged, or skipped for overlap or, enqueued, past their job's max_delay
+    (the ``trigger`` column says which)."""
     claimed = Claimed()
-    ended = {TENANT_MISMATCH: claimed.forged, SkipReason.OVERLAP.value: claimed.overlapped}
+    ended = {
+        TENANT_MISMATCH: claimed.forged,
+        SkipReason.OVERLAP.value: claimed.overlapped,
+        SkipReason.MISFIRE.value: claimed.late,
+    }
     for row in rows:
         if row.token is None:
             ended.get(row.trigger, claimed.dead).append(row.id)

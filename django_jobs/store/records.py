@@ -62,6 +62,8 @@ class Claimed:
     forged: list[UUID] = field(default_factory=list)
     # Due while another occurrence of their (overlap ``skip``) schedule was processing.
     overlapped: list[UUID] = field(default_factory=list)
+    # Enqueued work that could not start within its job's ``max_delay``.
+    late: list[UUID] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
         return iter(self.runs)

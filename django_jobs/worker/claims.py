@@ -77,9 +77,12 @@ class Claims:
             )
         for occurrence in claimed.overlapped:
             log.info("occurrence.skipped", occurrence=str(occurrence), reason="overlap")
+        for occurrence in claimed.late:
+            log.warning("occurrence.skipped", occurrence=str(occurrence), reason="misfire")
         for n, (lease, schedule) in enumerate(claimed.runs):
             self.threads.start(lease, schedule, now, ahead=n >= start_now)
         ended = len(claimed.dead) + len(claimed.forged) + len(claimed.overlapped)
+        ended += len(claimed.late)
         return StepResult(len(claimed.runs) + ended, asked)
 
     def ahead(self) -> int:

@@ -27,7 +27,7 @@ SELECT set_config('enable_sort', %(enable_sort)s, true),
 WITH due AS (
     SELECT o.id, o.due_at, django_jobs_claim_order(o.due_at, o.priority) AS claim_order,
            o.schedule_id, s.overlap, s.max_attempts,
-           o.tenant <> s.tenant AS forged, v.overlapped,
+           o.tenant <> s.tenant AS forged, v.overlapped, v.late,
            -- A lapsed lease whose attempt had started: a lost attempt.
            CASE WHEN o.state = %(processing)s THEN EXISTS (
                SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
@@ -54,7 +54,11 @@ WITH due AS (
                AND o.tenant = s.tenant
                AND EXISTS (SELECT 1 FROM {occurrence} r
                            WHERE r.schedule_id = o.schedule_id AND r.id <> o.id
-                             AND r.state = %(processing)s) AS overlapped
+                             AND r.state = %(processing)s) AS overlapped,
+               -- Enqueued work that could not start within its job's max_delay: skipped
+               -- (reason misfire). No planner decides it, as it does a schedule's.
+               o.state = %(scheduled)s AND o.trigger = %(trigger_enqueued)s
+               AND o.attempts = 0 AND o.scheduled_at < %(now)s - {capped_max_delay} AS late
     ) v
     WHERE o.state IN ({claimable_states})
       AND o.due_at <= %(now)s
@@ -98,16 +102,16 @@ picked AS (
     SELECT ranked.*, row_number() OVER (ORDER BY claim_order, id) AS place FROM (
         SELECT due.*, row_number() OVER (
             PARTITION BY schedule_id ORDER BY claim_order, id) AS nth
-        FROM due WHERE NOT overlapped
+        FROM due WHERE NOT overlapped AND NOT late
     ) ranked
     WHERE overlap = %(overlap_allow)s OR nth = 1
 ),
 overlapped AS (
-    UPDATE {occurrence} o SET state = %(skipped)s, skip_reason = %(reason_overlap)s,
-        finished_at = %(now)s
+    UPDATE {occurrence} o SET state = %(skipped)s, finished_at = %(now)s,
+        skip_reason = CASE WHEN d.late THEN %(reason_misfire)s ELSE %(reason_overlap)s END
     FROM due d
-    WHERE o.id = d.id AND d.overlapped
-    RETURNING o.id
+    WHERE o.id = d.id AND (d.overlapped OR d.late)
+    RETURNING o.id, o.skip_reason
 ),
 -- An occurrence whose tenant is not its schedule's was written behind the store's
 -- back: never run under either tenant's name; dead, saying why.
@@ -182,11 +186,11 @@ SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
 UNION ALL
--- The occurrences a lost attempt dead-lettered, forged ones, and those skipped for overlap:
--- nothing to run. (Which, in the trigger column.)
+-- The occurrences a lost attempt dead-lettered, forged ones, and those skipped (for overlap,
+-- or enqueued work past its max_delay): nothing to run. (Which, in the trigger column.)
 SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL, NULL, NULL,
        {no_run_fields}
 FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
       UNION ALL SELECT id, %(tenant_mismatch)s FROM forged
-      UNION ALL SELECT id, %(reason_overlap)s FROM overlapped) ended
+      UNION ALL SELECT id, skip_reason FROM overlapped) ended
 ORDER BY claim_order NULLS LAST, id
