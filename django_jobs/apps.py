@@ -19,3 +19,10 @@ class DjangoJobsConfig(AppConfig):
         # declares the schedules that trigger them, apart from the behaviour.
         autodiscover_modules("jobs")
         autodiscover_modules("schedules")
+
+        from .conf import tasks_backends
+
+        if tasks_backends():  # TASKS names JobsBackend: a job runs each alias's tasks
+            from .tasks import register_task_jobs
+
+            register_task_jobs()

@@ -293,3 +293,20 @@ def database_vendor() -> str:
 
 def use_tz() -> bool:
     return bool(django_settings.USE_TZ)
+
+
+# The Tasks-framework backend of django_jobs (``TASKS[alias]["BACKEND"]``).
+TASKS_BACKEND = "django_jobs.tasks.JobsBackend"
+
+
+def tasks_backends() -> dict[str, dict[str, Any]]:
+    """The aliases of ``settings.TASKS`` whose backend is ``JobsBackend``, each with its
+    ``OPTIONS`` (what ``tasks.TaskOptions`` reads): the replicas register a job for each."""
+    configured = getattr(django_settings, "TASKS", None) or {}
+    if not isinstance(configured, dict):
+        return {}
+    return {
+        str(alias): dict(params.get("OPTIONS") or {})
+        for alias, params in configured.items()
+        if isinstance(params, dict) and params.get("BACKEND") == TASKS_BACKEND
+    }

@@ -68,3 +68,11 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DJANGO_JOBS: dict[str, object] = {
     "COMMANDS": ["example_project.billing.statements", "tests.workerapp.effects"],
 }
+# Django's Tasks framework (Django 6, or the django-tasks backport on 5.2) on django_jobs:
+# tests/test_tasks_backend.py. Retries without backoff, so that they play out at once.
+TASKS = {
+    "default": {
+        "BACKEND": "django_jobs.tasks.JobsBackend",
+        "OPTIONS": {"MAX_ATTEMPTS": 3, "BACKOFF_SECONDS": 0, "OWNER": "team-tests"},
+    }
+}

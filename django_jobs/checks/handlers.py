@@ -105,6 +105,8 @@ def check_conventions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 
 def _dispatch_problems(handler: Any, settings: Any, today: date) -> list[CheckMessage]:
+    if getattr(handler.func, "django_jobs_dispatches_its_arguments", False):
+        return []  # django_jobs.tasks.run_task: the task it runs is the command
     report = conventions.report(handler.func, settings)
     if not report.readable:
         return []

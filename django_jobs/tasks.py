@@ -1,0 +1,312 @@
+"""Django's Tasks framework on django_jobs: ``TASKS = {"default": {"BACKEND":
+"django_jobs.tasks.JobsBackend"}}`` makes ``@task`` functions run on ``runworker``.
+
+Works with Django 6's ``django.tasks`` and, on Django 5.2, with the ``django-tasks`` backport
+(the ``tasks`` extra). Each backend alias has a job of its own, ``django_jobs.tasks:<alias>``
+(registered at start-up when ``TASKS`` names this backend), whose enqueued work
+(``services.enqueue``) carries the task's path, arguments, queue and enqueue instant as its
+arguments. So a task gets what every occurrence gets: a fenced lease, bounded retries with
+backoff, a dead letter, audited replay, retention, and the admin. Its policies are the
+alias's ``OPTIONS`` (``TaskOptions``).
+
+A task enqueued inside a transaction exists only if that transaction commits (no
+``transaction.on_commit`` needed), and the NOTIFY that wakes the replicas is sent at the
+commit. The result id is the occurrence's identity.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from . import conf
+from .exceptions import ConfigurationError
+from .registry import JobPolicies, registry
+from .scheduling.policies import Retry
+
+if TYPE_CHECKING:
+    from .worker.run import Run
+
+
+def _framework() -> tuple[str, dict[str, Any]]:
+    """Django 6's own ``django.tasks``, else the ``django_tasks`` backport: its name, and the
+    names this module uses from it."""
+    names = {
+        ".base": ("Task", "TaskContext", "TaskError", "TaskResult", "TaskResultStatus"),
+        ".backends.base": ("BaseTaskBackend",),
+        ".exceptions": ("TaskResultDoesNotExist",),
+        ".signals": ("task_enqueued", "task_finished", "task_started"),
+    }
+    # Where each keeps normalize_json (the JSON normalisation of arguments and results).
+    for root, utils in (
+        ("django.tasks", "django.utils.json"),
+        ("django_tasks", "django_tasks.utils"),
+    ):
+        try:
+            modules = {part: importlib.import_module(f"{root}{part}") for part in names}
+            normalize = importlib.import_module(utils).normalize_json
+        except (ImportError, AttributeError):
+            continue
+        found = {n: getattr(modules[part], n) for part, ns in names.items() for n in ns}
+        return root, {**found, "normalize_json": normalize}
+    raise ImproperlyConfigured(
+        "django_jobs.tasks.JobsBackend needs Django's Tasks framework: Django 6 "
+        "(django.tasks), or on Django 5.2 the backport: pip install 'django-jobs[tasks]'"
+    )
+
+
+FRAMEWORK, _names = _framework()
+Task: Any = _names["Task"]
+TaskContext: Any = _names["TaskContext"]
+TaskError: Any = _names["TaskError"]
+TaskResult: Any = _names["TaskResult"]
+TaskResultStatus: Any = _names["TaskResultStatus"]
+BaseTaskBackend: Any = _names["BaseTaskBackend"]
+TaskResultDoesNotExist: Any = _names["TaskResultDoesNotExist"]
+task_enqueued: Any = _names["task_enqueued"]
+task_finished: Any = _names["task_finished"]
+task_started: Any = _names["task_started"]
+normalize_json: Any = _names["normalize_json"]
+
+JOB_PREFIX = "django_jobs.tasks:"
+
+
+def job_name(alias: str) -> str:
+    """The job that runs the tasks of backend ``alias``."""
+    return f"{JOB_PREFIX}{alias}"
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """A ``JobsBackend`` alias's ``OPTIONS``: the policies of its tasks (see docs/tasks.md).
+
+    ``MAX_ATTEMPTS`` (3), ``BACKOFF_SECONDS`` (30), ``MAX_BACKOFF_SECONDS`` (600),
+    ``TIMEOUT_SECONDS`` (900), ``RETENTION_DAYS`` (7), ``MAX_DELAY_SECONDS`` (none: never
+    too late), ``OWNER`` (who answers for the alias's policy record; ``tasks``)."""
+
+    policies: JobPolicies
+
+    @classmethod
+    def parse(cls, alias: str, options: dict[str, Any]) -> TaskOptions:
+        known = {
+            "MAX_ATTEMPTS": 3,
+            "BACKOFF_SECONDS": 30,
+            "MAX_BACKOFF_SECONDS": 600,
+            "TIMEOUT_SECONDS": 900,
+            "RETENTION_DAYS": 7,
+            "MAX_DELAY_SECONDS": None,
+            "OWNER": "tasks",
+        }
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ConfigurationError(
+                f"TASKS[{alias!r}]['OPTIONS']: unknown key(s) {', '.join(unknown)}; known: "
+                f"{', '.join(known)}"
+            )
+        values = {**known, **options}
+        for key, value in values.items():
+            numeric = key != "OWNER" and not (key == "MAX_DELAY_SECONDS" and value is None)
+            if numeric and (
+                not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+            ):
+                raise ConfigurationError(
+                    f"TASKS[{alias!r}]['OPTIONS'][{key!r}]: a number of 0 or more, got {value!r}"
+                )
+
+        def seconds(key: str) -> dt.timedelta:
+            return dt.timedelta(seconds=values[key])
+
+        delay = values["MAX_DELAY_SECONDS"]
+        return cls(
+            JobPolicies(
+                retry=Retry(
+                    max_attempts=int(values["MAX_ATTEMPTS"]),
+                    backoff=seconds("BACKOFF_SECONDS"),
+                    max_backoff=seconds("MAX_BACKOFF_SECONDS"),
+                ),
+                timeout=seconds("TIMEOUT_SECONDS"),
+                retention=dt.timedelta(days=values["RETENTION_DAYS"]),
+                max_delay=None if delay is None else dt.timedelta(seconds=delay),
+                owner=str(values["OWNER"]),
+            )
+        )
+
+
+def register_task_jobs() -> None:
+    """Register the job of each alias of ``TASKS`` that names ``JobsBackend`` (at start-up).
+    Invalid ``OPTIONS`` raise ``ConfigurationError`` naming the alias and the key."""
+    for alias, options in conf.tasks_backends().items():
+        name = job_name(alias)
+        if name in registry.names():
+            continue
+        registry.register(name, run_task, policies=TaskOptions.parse(alias, options).policies)
+
+
+def run_task(run: Run) -> object:
+    """The handler of every alias's job: calls the task the occurrence names with its
+    arguments (and, for ``takes_context``, a ``TaskContext`` whose ``attempt`` is this run's
+    attempt), and returns its return value made JSON (kept as the occurrence's result)."""
+    from .services import now
+
+    payload = run.args
+    alias = payload["backend"]
+    task = _task(payload, alias)
+    args, kwargs = payload.get("args", []), payload.get("kwargs", {})
+    wants_result = task.takes_context or task_started.has_listeners()
+    result = _result(task, UUID(run.occurrence_key), alias) if wants_result else None
+    if result is not None:
+        task_started.send(sender=JobsBackend, task_result=result)
+    if task.takes_context:
+        value = task.call(TaskContext(task_result=result), *args, **kwargs)
+    else:
+        value = task.call(*args, **kwargs)
+    if result is not None and task_finished.has_listeners():
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "finished_at", now())
+        object.__setattr__(result, "_return_value", value)
+        task_finished.send(sender=JobsBackend, task_result=result)
+    return _json(value)
+
+
+# django_jobs' own conventions checks (W024): the task function is the command it dispatches.
+run_task.django_jobs_dispatches_its_arguments = True  # type: ignore[attr-defined]
+
+
+def _task(payload: dict[str, Any], alias: str) -> Any:
+    task = import_string(payload["task"])
+    if not isinstance(task, Task):
+        raise ConfigurationError(f"{payload['task']} is no longer a @task")
+    run_after = payload.get("run_after")
+    return task.using(
+        priority=payload.get("priority", task.priority),
+        queue_name=payload.get("queue", task.queue_name),
+        run_after=dt.datetime.fromisoformat(run_after) if run_after else None,
+        backend=alias,
+    )
+
+
+def _json(value: object) -> Any:
+    """``value`` as the framework normalises task arguments and results (tuples to lists...)."""
+    return normalize_json(value)
+
+
+# Occurrence states as the framework's statuses.
+_STATUS = {
+    "scheduled": TaskResultStatus.READY,
+    "failed": TaskResultStatus.READY,  # waiting for its next attempt
+    "processing": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "dead": TaskResultStatus.FAILED,
+    "skipped": TaskResultStatus.FAILED,
+    "cancelled": TaskResultStatus.FAILED,
+}
+
+
+def _result(task: Any, occurrence_id: UUID, alias: str) -> Any:
+    """The framework's view of the occurrence ``occurrence_id`` of ``alias``'s job."""
+    from .models import Occurrence
+    from .services.enqueue import policy_key
+
+    try:
+        occurrence = Occurrence.objects.get(
+            pk=occurrence_id, schedule__key=policy_key(job_name(alias))
+        )
+    except Occurrence.DoesNotExist:
+        raise TaskResultDoesNotExist(str(occurrence_id)) from None
+    payload = occurrence.args
+    attempts = list(occurrence.attempt_history.order_by("number"))
+    errors = [
+        TaskError(exception_class_path=_class_path(a.error_type), traceback=a.error_message)
+        for a in attempts
+        if a.error_type
+    ]
+    if occurrence.state == "dead" and (not errors or not attempts):
+        errors.append(
+            TaskError(
+                exception_class_path=_class_path(occurrence.last_error_type),
+                traceback=occurrence.last_error_message,
+            )
+        )
+    enqueued = payload.get("enqueued_at")
+    result = TaskResult(
+        task=task or _task(payload, alias),
+        id=str(occurrence.pk),
+        status=_STATUS[occurrence.state],
+        enqueued_at=dt.datetime.fromisoformat(enqueued) if enqueued else None,
+        started_at=attempts[0].started_at if attempts else None,
+        last_attempted_at=attempts[-1].started_at if attempts else None,
+        finished_at=occurrence.finished_at if occurrence.state != "failed" else None,
+        args=payload.get("args", []),
+        kwargs=payload.get("kwargs", {}),
+        backend=alias,
+        errors=errors,
+        worker_ids=[a.replica for a in attempts],
+    )
+    object.__setattr__(result, "_return_value", occurrence.result)
+    return result
+
+
+def _class_path(error_type: str) -> str:
+    """A stored error type as a dotted path the framework can import (builtins named so)."""
+    if not error_type or "." in error_type:
+        return error_type or "django_jobs.exceptions.JobsError"
+    return f"builtins.{error_type}"
+
+
+class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
+    """Tasks run by ``runworker`` replicas, fenced, retried and recorded as occurrences."""
+
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
+        """One occurrence of this alias's job, in the caller's transaction (see the module)."""
+        from .services import now
+        from .services.enqueue import enqueue
+
+        self.validate_task(task)
+        enqueued_at = now()
+        payload = {
+            "task": task.module_path,
+            "backend": self.alias,
+            "args": _json(list(args)),
+            "kwargs": _json(dict(kwargs)),
+            "queue": task.queue_name,
+            "priority": task.priority,
+            "run_after": task.run_after.isoformat() if task.run_after else None,
+            "enqueued_at": enqueued_at.isoformat(),
+        }
+        done = enqueue(
+            job_name(self.alias), args=payload, at=task.run_after, priority=task.priority
+        )
+        result = TaskResult(
+            task=task,
+            id=str(done.id),
+            status=TaskResultStatus.READY,
+            enqueued_at=enqueued_at,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=payload["args"],
+            kwargs=payload["kwargs"],
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        task_enqueued.send(sender=type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> Any:
+        try:
+            occurrence_id = UUID(str(result_id))
+        except ValueError:
+            raise TaskResultDoesNotExist(str(result_id)) from None
+        return _result(None, occurrence_id, self.alias)
