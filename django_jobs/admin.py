@@ -9,6 +9,7 @@ columns each record carries (never by lists of ids).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -29,7 +30,7 @@ from .exceptions import JobsError
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
 from .safe_error import shown_json
 from .scheduling import rrules
-from .validation import REASON_MAX_CHARS, storable
+from .validation import REASON_MAX_CHARS, arguments, storable
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
@@ -43,25 +44,51 @@ class ReasonForm(forms.Form):
     )
 
 
+class RunNowForm(ReasonForm):
+    """Run now, with arguments of its own for the run (optional)."""
+
+    args = forms.CharField(
+        label="Arguments",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="A JSON object the run gets as run.args instead of the schedule's "
+        "(empty: the schedule's). Kept in the audit record.",
+    )
+
+    def clean_args(self) -> dict[str, Any] | None:
+        text = self.cleaned_data["args"].strip()
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"arguments: not JSON: {exc}") from None
+        kept, problem = arguments(value)
+        if problem is not None:
+            raise forms.ValidationError(f"arguments: {problem}")
+        return kept
+
+
 def _confirmed(
     modeladmin: admin.ModelAdmin,  # type: ignore[type-arg]
     request: HttpRequest,
     queryset: QuerySet[Any],
     *,
     title: str,
-    perform: Callable[[Any, str], str],
+    perform: Callable[[Any, dict[str, Any]], str],
+    form_class: type[ReasonForm] = ReasonForm,
 ) -> HttpResponse | None:
     """Django's two-step confirmation with a reason: show the form, then act on each object.
 
-    ``perform(obj, reason)`` calls one service and returns a message; refusals are reported,
-    never raised as errors.
+    ``perform(obj, cleaned_data)`` (the form's: ``reason``, and what ``form_class`` adds)
+    calls one service and returns a message; refusals are reported, never raised as errors.
     """
-    form = ReasonForm(request.POST if "confirm" in request.POST else None)
+    form = form_class(request.POST if "confirm" in request.POST else None)
     if "confirm" in request.POST and form.is_valid():
         done = 0
         for obj in queryset:
             try:
-                modeladmin.message_user(request, perform(obj, form.cleaned_data["reason"]))
+                modeladmin.message_user(request, perform(obj, form.cleaned_data))
                 done += 1
             except JobsError as exc:
                 modeladmin.message_user(request, str(exc), messages.ERROR)
@@ -310,11 +337,17 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
         service: Callable[..., Any],
         verb: str,
     ) -> HttpResponse | None:
-        def perform(schedule: Schedule, reason: str) -> str:
-            service(schedule, actor=request.user, reason=reason, now=services.now())
+        def perform(schedule: Schedule, data: dict[str, Any]) -> str:
+            extra = {"args": data["args"]} if data.get("args") is not None else {}
+            service(
+                schedule, actor=request.user, reason=data["reason"], now=services.now(), **extra
+            )
             return f"{verb} {schedule}."
 
-        return _confirmed(self, request, queryset, title=title, perform=perform)
+        form_class = RunNowForm if service is services.run_now else ReasonForm
+        return _confirmed(
+            self, request, queryset, title=title, perform=perform, form_class=form_class
+        )
 
     def has_disable_permission(self, request: HttpRequest) -> bool:
         return permissions.may_any(request.user, "disable")
@@ -369,9 +402,9 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
         permissions=["replay"],
     )
     def replay(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        def perform(occurrence: Occurrence, reason: str) -> str:
+        def perform(occurrence: Occurrence, data: dict[str, Any]) -> str:
             replayed = services.replay(
-                occurrence, actor=request.user, reason=reason, now=services.now()
+                occurrence, actor=request.user, reason=data["reason"], now=services.now()
             )
             return f"Replayed {occurrence.pk}: attempt {replayed.attempts + 1} is due now."
 

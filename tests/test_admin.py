@@ -211,3 +211,38 @@ def test_an_admin_action_acts_at_the_injected_clocks_instant(root, schedules) ->
         )
     assert Occurrence.objects.get(schedule=acme).scheduled_at == T0
     assert AuditRecord.objects.get(action="run_now").at == T0
+
+
+def test_the_admins_run_now_takes_arguments_of_its_own_audited_with_them(root, schedules) -> None:
+    acme, _ = schedules
+    form = {"action": "run_now", "_selected_action": [acme.pk], "confirm": "yes"}
+    with use_clock(FakeClock(T0)):
+        page = root.post(
+            changelist("schedule"), {"action": "run_now", "_selected_action": [acme.pk]}
+        )
+        assert 'name="args"' in page.content.decode()  # the confirmation asks for them
+        refused = root.post(changelist("schedule"), {**form, "reason": "x", "args": "[1, 2]"})
+        assert "arguments: must be a JSON object" in refused.content.decode()
+        refused = root.post(changelist("schedule"), {**form, "reason": "x", "args": "{oops"})
+        assert "arguments: not JSON" in refused.content.decode()
+        assert not Occurrence.objects.exists()
+        root.post(
+            changelist("schedule"),
+            {**form, "reason": "resend to globex", "args": '{"customer": "globex"}'},
+        )
+    occurrence = Occurrence.objects.get(schedule=acme)
+    assert occurrence.args == {"customer": "globex"}
+    audited = AuditRecord.objects.get(action="run_now")
+    assert (audited.reason, audited.after["args"]) == ("resend to globex", {"customer": "globex"})
+
+
+def test_the_admins_run_now_without_arguments_runs_with_the_schedules(root, schedules) -> None:
+    acme, _ = schedules
+    Schedule.objects.filter(pk=acme.pk).update(args={"copies": 2})
+    with use_clock(FakeClock(T0)):
+        root.post(
+            changelist("schedule"),
+            {"action": "run_now", "_selected_action": [acme.pk], "confirm": "yes", "reason": "x"},
+        )
+    assert Occurrence.objects.get(schedule=acme).args == {"copies": 2}
+    assert "args" not in AuditRecord.objects.get(action="run_now").after
