@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from ..postgres import ROOT, Database
-from . import bigtable, catchup, ceiling, floor, idle, peer, planner, thundering, userpath
+from . import (
+    bigtable,
+    catchup,
+    ceiling,
+    enqueued,
+    floor,
+    idle,
+    peer,
+    planner,
+    thundering,
+    userpath,
+)
 
 SCENARIOS = (
     "ceiling",
@@ -30,6 +41,7 @@ SCENARIOS = (
     "userpath",
     "burst",
     "floor",
+    "enqueue",
 )
 
 
@@ -89,6 +101,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default="noop,atomic",
         help="burst scenario: comma-separated handlers of the user's-path burst (noop, atomic)",
     )
+    parser.add_argument(
+        "--enqueue-jobs",
+        type=int,
+        default=10000,
+        help="enqueue scenario: jobs enqueued (one transaction each), then drained, beside "
+        "procrastinate's defer",
+    )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
         "--floor-batch",
@@ -122,6 +141,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.catchup_schedules = 2
         args.big_rows = [10_000, 50_000]
         args.declared, args.lead = [20], 3
+        args.enqueue_jobs = 50
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -458,6 +478,15 @@ def main(argv: list[str] | None = None) -> int:
                             attempts=attempts,
                         ),
                     )
+    if "enqueue" in args.scenarios:
+        for row in enqueued.run(
+            db,
+            jobs=args.enqueue_jobs,
+            replicas=args.replicas,
+            concurrency=args.concurrency,
+            log_dir=logs,
+        ):
+            record("enqueue ratio" if "drain_time_ratio" in row else "enqueue then drain", row)
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,

@@ -40,6 +40,57 @@ def _env(db: Database, schedules: int, due: datetime) -> dict[str, str]:
     }
 
 
+def start_workers(
+    cli: list[str],
+    env: dict[str, str],
+    replicas: int,
+    concurrency: int,
+    log_dir: Path,
+    *,
+    name: str,
+) -> list[subprocess.Popen[bytes]]:
+    """``replicas`` procrastinate workers of ``concurrency`` each (logs ``<name>-<n>.log``)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    processes = []
+    for n in range(1, replicas + 1):
+        with (log_dir / f"{name}-{n}.log").open("w") as log:
+            processes.append(
+                subprocess.Popen(
+                    [*cli, "worker", "--concurrency", str(concurrency)],
+                    env=env,
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    return processes
+
+
+def wait_succeeded(db: Database, count: int) -> None:
+    """Until ``count`` procrastinate jobs have succeeded (at most 30 minutes)."""
+    wait_for(
+        lambda: (
+            db.rows("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")[0][0]
+            >= count
+        ),
+        timeout=1800,
+        what=f"{count} procrastinate jobs to succeed",
+        every=0.2,
+    )
+
+
+def stop_workers(processes: list[subprocess.Popen[bytes]]) -> None:
+    """SIGINT the workers (procrastinate's graceful stop) and reap them."""
+    for process in processes:
+        process.send_signal(signal.SIGINT)
+    for process in processes:
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 def run(
     db: Database, *, schedules: int, replicas: int, concurrency: int, log_dir: Path
 ) -> dict[str, Any]:
@@ -50,19 +101,7 @@ def run(
     due = (datetime.now(UTC) + timedelta(seconds=8 + schedules / 2000)).replace(microsecond=0)
     env = _env(db, schedules, due)
     subprocess.run([*cli, "schema", "--apply"], env=env, check=True, capture_output=True)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    processes = []
-    for n in range(1, replicas + 1):
-        with (log_dir / f"procrastinate-{n}.log").open("w") as log:
-            processes.append(
-                subprocess.Popen(
-                    [*cli, "worker", "--concurrency", str(concurrency)],
-                    env=env,
-                    cwd=ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+    processes = start_workers(cli, env, replicas, concurrency, log_dir, name="procrastinate")
     pids = [p.pid for p in processes]
     try:
         wait_for(
@@ -71,26 +110,11 @@ def run(
             what="the due second",
         )
         before = Counters.read(db, pids)
-        wait_for(
-            lambda: (
-                db.rows("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")[0][0]
-                >= schedules
-            ),
-            timeout=1800,
-            what=f"{schedules} procrastinate jobs to succeed",
-            every=0.2,
-        )
+        wait_succeeded(db, schedules)
         rss = max(peak_rss_mb(pid) for pid in pids)
         cpu = Counters.read(db, pids) - before
     finally:
-        for process in processes:
-            process.send_signal(signal.SIGINT)
-        for process in processes:
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
+        stop_workers(processes)
     spent = Counters.read(db, []) - before
     ((last,),) = db.rows("SELECT max(at) FROM procrastinate_events WHERE type = 'succeeded'")
     late = [
