@@ -458,3 +458,28 @@ def test_without_a_max_delay_enqueued_work_waits_as_long_as_it_takes(clock, ran)
         clock.advance(timedelta(days=400))
         run_due(clock)
     assert [args for _, args in ran] == [{"n": 1}]
+
+
+def test_operators_find_a_jobs_policy_record_by_its_key(clock, ran, django_user_model) -> None:
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    django_user_model.objects.create_superuser("ops", "ops@example.com", "pw")
+    with use_clock(clock):
+        done = enqueue("t.send", args={"n": 1})
+        run_due(clock)
+    out = StringIO()
+    call_command(
+        "jobs", "inspect", "@t.send", "--actor", "ops", "--occurrence", str(done.id), stdout=out
+    )
+    assert "state: completed" in out.getvalue()
+    assert 'result: {"sent": {"n": 1}}' in out.getvalue()
+    out = StringIO()
+    call_command(
+        "jobs", "disable", "@t.send", "--actor", "ops", "--reason", "partner down", stdout=out
+    )
+    with use_clock(clock):
+        enqueue("t.send", args={"n": 2})
+        run_due(clock)
+    assert [args for _, args in ran] == [{"n": 1}]  # claims of a disabled record stop
