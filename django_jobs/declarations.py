@@ -21,6 +21,7 @@ from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
 from .scheduling.rrules import RRule
 from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
 from .validation import arguments, draft_gaps, printable
+from .validation import priority as priority_problem
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
@@ -61,6 +62,8 @@ class Declaration:
     # What the job is run for (``Run.args``): a JSON object, as the record keeps it. Not
     # hashed (a dict is not hashable); compared like every other field.
     args: dict[str, Any] = field(default_factory=dict, hash=False)
+    # Claims take higher priority first (docs/enqueue.md#priority): -100 to 100.
+    priority: int = 0
     # Where it was declared (the module that called ``schedule()``), and a recorded departure
     # from keeping schedules apart from behaviour (rule ``separation``): not part of the record.
     module: str = field(default="", compare=False)
@@ -95,6 +98,7 @@ class Declaration:
             "decider": self.decider,
             "decide_by": self.decide_by,
             "args": self.args,
+            "priority": self.priority,
         }
 
 
@@ -205,6 +209,11 @@ def _policy_rules(d: Declaration) -> list[tuple[bool, str, Message]]:
             "max_catchup",
             lambda: f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
         ),
+        (
+            priority_problem(d.priority) is None,
+            "priority",
+            lambda: str(priority_problem(d.priority)),
+        ),
     ]
 
 
@@ -314,6 +323,7 @@ def schedule(
     decider: str = "",
     decide_by: dt.date | None = None,
     args: dict[str, Any] | None = None,
+    priority: int = 0,
     register: bool = True,
     departure: Departure | None = None,
 ) -> Declaration:
@@ -347,6 +357,7 @@ def schedule(
         decider=decider,
         decide_by=decide_by,
         args=kept_args if kept_args is not None else {},
+        priority=priority,
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )

@@ -483,3 +483,32 @@ def test_operators_find_a_jobs_policy_record_by_its_key(clock, ran, django_user_
         enqueue("t.send", args={"n": 2})
         run_due(clock)
     assert [args for _, args in ran] == [{"n": 1}]  # claims of a disabled record stop
+
+
+def test_a_declared_schedules_priority_is_synced_and_copied_to_its_occurrences(clock) -> None:
+    from django_jobs import InvalidSchedule, every, schedule, services
+
+    def declared(priority: int):
+        return schedule(
+            "t.ranked",
+            job="t.send",
+            timing=every(timedelta(minutes=1)),
+            operating_owner="team",
+            record_owner="ops@example.com",
+            status="active",
+            retention=10,
+            priority=priority,
+            register=False,
+        )
+
+    services.sync_schedules([declared(7)], now=clock.now())
+    record = Schedule.objects.get(key="t.ranked")
+    assert record.priority == 7
+    from .storeutil import plan
+
+    (planned,) = plan(record, clock.now(), now=clock.now())
+    assert Occurrence.objects.get(pk=planned).priority == 7
+    services.sync_schedules([declared(-3)], now=clock.now())
+    assert Schedule.objects.get(key="t.ranked").priority == -3
+    with pytest.raises(InvalidSchedule, match="priority: must be from -100 to 100, got 101"):
+        declared(101)

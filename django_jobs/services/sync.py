@@ -47,7 +47,7 @@ BATCH = 1000  # rows per bulk INSERT or UPDATE statement
 # Bumped when what a sync writes for the same declarations changes (new columns, new
 # defaults): a replica of the new release then syncs even though its declarations did not
 # change. Runbook texts need no bump: the fingerprint includes them.
-FORMAT = 1
+FORMAT = 2  # 2: schedules have a priority
 
 
 @dataclass
