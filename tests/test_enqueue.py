@@ -512,3 +512,27 @@ def test_a_declared_schedules_priority_is_synced_and_copied_to_its_occurrences(c
     assert Schedule.objects.get(key="t.ranked").priority == -3
     with pytest.raises(InvalidSchedule, match="priority: must be from -100 to 100, got 101"):
         declared(101)
+
+
+def test_a_policy_record_passes_the_record_checks_and_shows_in_inspect_and_the_admin(
+    clock, ran, django_user_model, client
+) -> None:
+    from io import StringIO
+
+    from django.core.checks import run_checks
+    from django.core.management import call_command
+
+    with use_clock(clock):
+        enqueue("t.send", tenant="acme")
+    found = [m for m in run_checks(databases=["default"]) if "@t.send" in m.msg]
+    assert found == []  # owners, a Limit (E016), runbooks (E017), a valid record
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "pw")
+    out = StringIO()
+    call_command("jobs", "inspect", "@t.send", "--tenant", "acme", "--actor", "root", stdout=out)
+    assert "job: t.send" in out.getvalue()
+    client.force_login(root)
+    record = Schedule.objects.get(key="@t.send")
+    assert client.get("/admin/django_jobs/schedule/").status_code == 200
+    page = client.get(f"/admin/django_jobs/schedule/{record.pk}/change/")
+    assert page.status_code == 200
+    assert "@t.send" in page.content.decode()

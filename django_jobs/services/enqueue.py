@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 
 from django.db import IntegrityError, transaction
 
-from .. import store
+from .. import runbooks, store
 from ..clock import ensure_aware_utc, later
 from ..declarations import TENANT_PATTERN
 from ..exceptions import JobsError
@@ -156,8 +156,8 @@ def _check(
 
 
 def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) -> None:
-    """``handler``'s policy record in ``tenant``, with its Limit, unless another transaction
-    made it first (then that one's, once it commits)."""
+    """``handler``'s policy record in ``tenant``, with its Limit and runbooks, unless another
+    transaction made it first (then that one's, once it commits)."""
     try:
         with transaction.atomic():  # a savepoint inside the caller's transaction
             record = Schedule.objects.create(
@@ -175,6 +175,7 @@ def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) ->
                 **handler.policies.record_fields(handler.module),
             )
             Limit.objects.create(schedule=record, **handler.policies.limit)
+            runbooks.write(record)  # inspect, replay, disable: as every active record has
     except IntegrityError:
         if not Schedule.objects.filter(tenant=tenant, key=policy_key(handler.name)).exists():
             raise
