@@ -24,6 +24,7 @@ from . import (
     idle,
     peer,
     planner,
+    priorities,
     thundering,
     userpath,
 )
@@ -42,6 +43,7 @@ SCENARIOS = (
     "burst",
     "floor",
     "enqueue",
+    "priority",
 )
 
 
@@ -108,6 +110,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="enqueue scenario: jobs enqueued (one transaction each), then drained, beside "
         "procrastinate's defer",
     )
+    parser.add_argument(
+        "--priority-rows",
+        type=int,
+        nargs="+",
+        default=[100_000, 10_000_000],
+        help="priority scenario: due rows in the backlog the claim walks",
+    )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
         "--floor-batch",
@@ -142,6 +151,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.big_rows = [10_000, 50_000]
         args.declared, args.lead = [20], 3
         args.enqueue_jobs = 50
+        args.priority_rows = [2000]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -487,6 +497,9 @@ def main(argv: list[str] | None = None) -> int:
             log_dir=logs,
         ):
             record("enqueue ratio" if "drain_time_ratio" in row else "enqueue then drain", row)
+    if "priority" in args.scenarios:
+        for rows in args.priority_rows:
+            record("priority", priorities.run(db, rows=rows))
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,
