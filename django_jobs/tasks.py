@@ -26,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from . import conf
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, JobsError
 from .registry import JobPolicies, registry
 from .scheduling.policies import Retry
 
@@ -75,6 +75,10 @@ task_started: Any = _names["task_started"]
 normalize_json: Any = _names["normalize_json"]
 
 JOB_PREFIX = "django_jobs.tasks:"
+
+
+class TaskArgumentsError(JobsError, TypeError):
+    """A task's arguments JSON cannot hold (a ``TypeError``, as the framework raises)."""
 
 
 def job_name(alias: str) -> str:
@@ -274,11 +278,18 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
 
         self.validate_task(task)
         enqueued_at = now()
+        try:
+            args, kwargs = _json(list(args)), _json(dict(kwargs))
+        except (TypeError, ValueError) as exc:
+            raise TaskArgumentsError(
+                f"task {task.module_path!r} (backend {self.alias!r}): args: {exc}; a task's "
+                "arguments must be JSON"
+            ) from exc
         payload = {
             "task": task.module_path,
             "backend": self.alias,
-            "args": _json(list(args)),
-            "kwargs": _json(dict(kwargs)),
+            "args": args,
+            "kwargs": kwargs,
             "queue": task.queue_name,
             "priority": task.priority,
             "run_after": task.run_after.isoformat() if task.run_after else None,

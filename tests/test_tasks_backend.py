@@ -7,6 +7,7 @@ the worker inline on the test's clock; the last test kills a real replica mid-ta
 
 from __future__ import annotations
 
+import importlib
 import signal
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -229,3 +230,55 @@ def test_a_task_whose_replica_is_sigkilled_mid_run_still_completes_once_fenced(
         ["a", "b"],
     )
     b.stop()
+
+
+# --- The framework's own expectations of a backend ------------------------------------------
+
+
+def test_a_result_before_its_run_is_not_finished_and_has_no_return_value(clock) -> None:
+    with use_clock(clock):
+        result = tasks.add.enqueue(a=1, b=(2,))  # keyword arguments, a tuple made a list
+    assert result.kwargs == {"a": 1, "b": [2]}
+    assert not result.is_finished
+    assert result.attempts == 0
+    with pytest.raises(ValueError, match="Task has not finished yet"):
+        result.return_value  # noqa: B018
+    fetched = tasks.add.get_result(result.id)
+    assert (fetched.status, fetched.started_at, fetched.finished_at) == (
+        TaskResultStatus.READY,
+        None,
+        None,
+    )
+    assert fetched.kwargs == {"a": 1, "b": [2]}
+
+
+def test_arefresh_reads_the_result_again(clock) -> None:
+    with use_clock(clock):
+        result = tasks.add.enqueue(20, 22)
+    drain(clock)
+    async_to_sync(result.arefresh)()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, 42)
+
+
+def test_the_backend_refuses_what_the_framework_says_is_invalid(clock) -> None:
+    # Django 6 names it InvalidTask, the backport InvalidTaskError.
+    framework = importlib.import_module(f"{backend_module.FRAMEWORK}.exceptions")
+    invalid = getattr(framework, "InvalidTask", None) or framework.InvalidTaskError
+    with use_clock(clock):
+        with pytest.raises(invalid, match="Queue 'nowhere' is not valid"):
+            tasks.add.using(queue_name="nowhere").enqueue(1, 2)
+        with pytest.raises(invalid, match="run_after must be an aware"):
+            tasks.add.using(run_after=datetime(2030, 1, 1)).enqueue(1, 2)  # noqa: DTZ001
+        with pytest.raises(invalid, match="priority must be a whole"):
+            tasks.add.using(priority=101).enqueue(1, 2)
+    assert not Occurrence.objects.exists()
+
+
+def test_arguments_json_cannot_hold_are_refused_naming_the_job(clock) -> None:
+    from django_jobs.exceptions import JobsError
+
+    with use_clock(clock), pytest.raises(JobsError, match=r"task 'tests\.workerapp\.tasks\.add'"):
+        tasks.add.enqueue(object(), 1)
+    with use_clock(clock), pytest.raises(TypeError, match="a task's arguments must be JSON"):
+        tasks.add.enqueue(1, b={"when": object()})
+    assert not Occurrence.objects.exists()
