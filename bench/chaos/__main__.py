@@ -9,6 +9,7 @@ import os
 import random
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -176,6 +177,44 @@ def release(db: Database) -> None:
         shutil.rmtree(db.pgdata, ignore_errors=True)
 
 
+class Enqueuer:
+    """``bench/chaos/enqueuer.py`` in a process of its own: application code enqueuing work
+    (one transaction each, a key each) for as long as the faults last."""
+
+    def __init__(self, env: dict[str, str], out: Path) -> None:
+        self.committed = out / "enqueued.txt"
+        self.committed.unlink(missing_ok=True)
+        self.stop_file = out / "enqueuer.stop"
+        self.stop_file.unlink(missing_ok=True)
+        self._log = (out / "logs" / "enqueuer.log").open("w")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-W",
+                "ignore",
+                "-m",
+                "bench.chaos.enqueuer",
+                str(self.committed),
+                str(self.stop_file),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> list[str]:
+        """Stop it (it ends after its current enqueue) and return the identities it committed."""
+        self.stop_file.touch()
+        try:
+            code = self.process.wait(timeout=120)
+        finally:
+            self._log.close()
+        if code != 0:
+            raise RuntimeError(f"the enqueuer exited {code}: see logs/enqueuer.log")
+        return self.committed.read_text().split() if self.committed.exists() else []
+
+
 def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command: str) -> int:
     """Replicas under faults on ``db``, then the checks and the report; 1 if any failed."""
     log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
@@ -209,10 +248,12 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
             timeout=60,
             what="the first worker to sync the schedules",
         )
+        enqueuer = Enqueuer(env, args.out)
         ends = time.monotonic() + args.minutes * 60
         while time.monotonic() < ends:
             time.sleep(rng.uniform(*args.fault_gap))
             injector.next()
+        enqueued = enqueuer.stop()
         cutoff = datetime.now(UTC)
         log(f"faults over ({len(injector.faults)} injected); waiting for due work to settle")
         settle(db, cutoff - timedelta(seconds=1), stall=args.settle)
@@ -231,6 +272,7 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
     findings = check_all(
         db,
         cutoff=cutoff - timedelta(seconds=1),
+        enqueued=enqueued,
         faults=injector.faults,
         lives=[life for slot in slots for life in slot.lives],
         lease_seconds=args.lease,

@@ -56,6 +56,7 @@ def check_all(
     lease_seconds: float,
     grace_seconds: float,
     max_rss_mib: float = 512.0,
+    enqueued: list[str] | None = None,
 ) -> Findings:
     """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``,
     and the peak memory a replica life may reach."""
@@ -65,7 +66,8 @@ def check_all(
     schedules = {
         row[0]: SimpleNamespace(**dict(zip(SCHEDULE_COLUMNS.split(", "), row, strict=True)))
         for row in db.rows(
-            f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule WHERE NOT starts_with(key, %s)",
+            f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule"
+            " WHERE NOT starts_with(key, %s) AND origin <> 'enqueue'",
             [HOSTILE],
         )
     }
@@ -87,6 +89,7 @@ def check_all(
 
     _due_and_lost(found, schedules, occurrences, summaries, cutoff)
     _effects(found, db, attempts)
+    _enqueued_work(found, db, enqueued or [])
     _tokens(found, attempts)
     _drains(found, attempts, lives)
     _takeovers(found, attempts, faults)
@@ -223,6 +226,27 @@ def _effects(found: Findings, db: Rows, attempts: dict[Any, list[AttemptRow]]) -
     found.check("no effect committed twice", duplicates)
     found.check("no occurrence completed twice", twice)
     found.check("effects match completions", mismatched)
+
+
+def _enqueued_work(found: Findings, db: Rows, committed: list[str]) -> None:
+    """Every piece of work the enqueuer committed (``bench/chaos/enqueuer.py``) exists once
+    and completed; its effect (once, with its completion's token) is ``_effects``' check."""
+    states = dict(
+        db.rows(
+            "SELECT o.id::text, o.state FROM django_jobs_occurrence o WHERE o.id = ANY(%s::uuid[])",
+            [committed],
+        )
+    )
+    lost = [f"enqueued {oid}: no occurrence row" for oid in committed if oid not in states]
+    lost += [
+        f"enqueued {oid}: {state}, not completed"
+        for oid, state in states.items()
+        if state != "completed"
+    ]
+    found.figures["enqueued"] = len(committed)
+    found.figures["enqueued_completed"] = sum(1 for s in states.values() if s == "completed")
+    found.figures["enqueued_lost"] = len(lost)
+    found.check("every committed enqueue completed", lost)
 
 
 def _tokens(found: Findings, attempts: dict[Any, list[AttemptRow]]) -> None:

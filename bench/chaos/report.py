@@ -60,6 +60,9 @@ def markdown(report: dict[str, Any]) -> str:
         ("duplicate effects (must be 0)", "duplicate_effects"),
         ("duplicate completions (must be 0)", "duplicate_completions"),
         ("lost occurrences (must be 0)", "lost"),
+        ("work enqueued by application code, committed", "enqueued"),
+        ("&nbsp; completed", "enqueued_completed"),
+        ("&nbsp; not completed (must be 0)", "enqueued_lost"),
         ("stale completions refused at the fenced write (fenced_out)", "stale_completions_refused"),
         (
             "stale runs stopped by the token check before commit (lease.lost)",

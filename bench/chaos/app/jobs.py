@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.db.models import DateTimeField, F, Func
 
-from django_jobs import Run, job
+from django_jobs import Retry, Run, job
 from django_jobs.registry import Departure
 
 from .models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
@@ -64,7 +64,9 @@ def _deliver(idempotency_key: str) -> None:
         OutsideEffect.objects.filter(pk=applied.pk).update(deliveries=F("deliveries") + 1)
 
 
-@job("chaos.effect", departure=CAMPAIGN)
+# Its enqueued work (bench/chaos/enqueuer.py) may lose attempts to SIGKILLs and crashes of the
+# replicas running it: room for them before it would be dead.
+@job("chaos.effect", departure=CAMPAIGN, retry=Retry(max_attempts=10, backoff=dt.timedelta(0)))
 def effect(run: Run) -> None:
     _commit_effect(run, "effect")
 
