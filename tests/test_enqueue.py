@@ -536,3 +536,18 @@ def test_a_policy_record_passes_the_record_checks_and_shows_in_inspect_and_the_a
     page = client.get(f"/admin/django_jobs/schedule/{record.pk}/change/")
     assert page.status_code == 200
     assert "@t.send" in page.content.decode()
+
+
+def test_the_kill_switch_pauses_a_jobs_enqueued_work_by_its_policy_key(
+    clock, ran, settings
+) -> None:
+    settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "PAUSED_SCHEDULES": ["@t.send"]}
+    with use_clock(clock):
+        enqueue("t.send", args={"n": 1})
+        run_due(clock)
+        assert ran == []
+        settings.DJANGO_JOBS = {
+            k: v for k, v in settings.DJANGO_JOBS.items() if k != "PAUSED_SCHEDULES"
+        }
+        run_due(clock)
+    assert [args for _, args in ran] == [{"n": 1}]
