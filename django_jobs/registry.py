@@ -151,6 +151,11 @@ class JobHandler:
         return getattr(self.func, "__module__", "?")
 
     @property
+    def policy_record_fields(self) -> dict[str, object]:
+        """The columns of its policy record of enqueued work (``JobPolicies.record_fields``)."""
+        return self.policies.record_fields(self.module)
+
+    @property
     def departure(self) -> Departure | None:
         """The departure from the handler rules (W020/W024), if one is recorded."""
         return self.departure_from("handler")

@@ -175,7 +175,7 @@ def run_task(run: Run) -> object:
         object.__setattr__(result, "finished_at", now())
         object.__setattr__(result, "_return_value", value)
         task_finished.send(sender=JobsBackend, task_result=result)
-    return _json(value)
+    return normalize_json(value)
 
 
 # django_jobs' own conventions checks (W024): the task function is the command it dispatches.
@@ -193,11 +193,6 @@ def _task(payload: dict[str, Any], alias: str) -> Any:
         run_after=dt.datetime.fromisoformat(run_after) if run_after else None,
         backend=alias,
     )
-
-
-def _json(value: object) -> Any:
-    """``value`` as the framework normalises task arguments and results (tuples to lists...)."""
-    return normalize_json(value)
 
 
 # Occurrence states as the framework's statuses.
@@ -279,7 +274,7 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
         self.validate_task(task)
         enqueued_at = now()
         try:
-            args, kwargs = _json(list(args)), _json(dict(kwargs))
+            args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         except (TypeError, ValueError) as exc:
             raise TaskArgumentsError(
                 f"task {task.module_path!r} (backend {self.alias!r}): args: {exc}; a task's "

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 
 from django_jobs import store
+from django_jobs.clock import Clock
 from django_jobs.models import Limit, Schedule
 from django_jobs.store import Lease, PlannedOccurrence
 
@@ -52,3 +54,21 @@ def purge(*, now: datetime, batch_size: int) -> int:
             if count < batch_size:
                 break
     return deleted
+
+
+def claim_one_at_a_time(clock: Clock, passes: int) -> None:
+    """Run ``passes`` passes of an inline worker (the global registry) whose claims take one
+    occurrence each: the order of the claims is the order the handlers run in."""
+    from django_jobs.conf import get_settings
+    from django_jobs.registry import registry
+    from django_jobs.worker.loop import Worker
+
+    settings = dataclasses.replace(get_settings(), CLAIM_BATCH_SIZE=1)
+    worker = Worker(
+        replica_id="one", clock=clock, jobs=registry, settings=settings, listen=False, inline=True
+    )
+    try:
+        for _ in range(passes):
+            worker.run_pass()
+    finally:
+        worker.close()

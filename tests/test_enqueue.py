@@ -6,7 +6,6 @@ real ``runworker`` processes and enqueue from a view and from two processes at o
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -38,6 +37,7 @@ from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
 from .processes import ROOT, database_url
+from .storeutil import claim_one_at_a_time
 
 pytestmark = pytest.mark.django_db
 
@@ -226,22 +226,6 @@ def test_low_priority_goes_before_higher_priority_that_came_due_later_than_the_g
     assert [args["n"] for _, args in ran] == ["highest", "low", "high, 11 minutes later"]
 
 
-def claim_one_at_a_time(clock: FakeClock, passes: int) -> None:
-    """Run ``passes`` passes of a worker whose claims take one occurrence each."""
-    from django_jobs.conf import get_settings
-    from django_jobs.worker.loop import Worker
-
-    settings = dataclasses.replace(get_settings(), CLAIM_BATCH_SIZE=1)
-    worker = Worker(
-        replica_id="one", clock=clock, jobs=registry, settings=settings, listen=False, inline=True
-    )
-    try:
-        for _ in range(passes):
-            worker.run_pass()
-    finally:
-        worker.close()
-
-
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -336,7 +320,8 @@ signals = Path(sys.argv[1]); me = sys.argv[2]
 with transaction.atomic():
     done = enqueue("proc.enqueued", key="order-9", args={"by": me})
     (signals / f"enqueued-{me}").touch()
-    while not (signals / f"commit-{me}").exists():
+    deadline = time.monotonic() + 60  # the test says when to commit; never forever
+    while not (signals / f"commit-{me}").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
 print("created" if done.created else "existing", done.id)
 """
@@ -486,20 +471,12 @@ def test_operators_find_a_jobs_policy_record_by_its_key(clock, ran, django_user_
 
 
 def test_a_declared_schedules_priority_is_synced_and_copied_to_its_occurrences(clock) -> None:
-    from django_jobs import InvalidSchedule, every, schedule, services
+    from django_jobs import InvalidSchedule, services
+
+    from .factories import declaration
 
     def declared(priority: int):
-        return schedule(
-            "t.ranked",
-            job="t.send",
-            timing=every(timedelta(minutes=1)),
-            operating_owner="team",
-            record_owner="ops@example.com",
-            status="active",
-            retention=10,
-            priority=priority,
-            register=False,
-        )
+        return declaration("t.ranked", job="t.send", retention=10, priority=priority)
 
     services.sync_schedules([declared(7)], now=clock.now())
     record = Schedule.objects.get(key="t.ranked")

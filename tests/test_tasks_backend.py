@@ -28,6 +28,7 @@ from tests.workerapp import tasks
 from tests.workerapp.models import Effect
 
 from .concurrency import wait_until
+from .storeutil import claim_one_at_a_time
 
 # Django 6's framework or the backport, whichever django_jobs.tasks found.
 TaskResultStatus = backend_module.TaskResultStatus
@@ -129,8 +130,6 @@ def test_higher_priority_tasks_run_first(clock) -> None:
         low = tasks.noted.using(priority=-10).enqueue("low")
         default = tasks.noted.enqueue("default")
         high = tasks.noted.using(priority=50).enqueue("high")
-    from tests.test_enqueue import claim_one_at_a_time
-
     claim_one_at_a_time(clock, 3)
     assert list(Effect.objects.order_by("id").values_list("occurrence_key", flat=True)) == [
         "high",

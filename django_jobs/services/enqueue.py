@@ -172,7 +172,7 @@ def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) ->
                 origin=Origin.ENQUEUE,
                 created_at=now,
                 updated_at=now,
-                **handler.policies.record_fields(handler.module),
+                **handler.policy_record_fields,
             )
             Limit.objects.create(schedule=record, **handler.policies.limit)
             runbooks.write(record)  # inspect, replay, disable: as every active record has

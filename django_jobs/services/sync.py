@@ -35,7 +35,7 @@ from ..clock import ensure_aware_utc
 from ..declarations import Declaration
 from ..exceptions import UnknownJob
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
-from ..registry import JobHandler, registry
+from ..registry import registry
 from ..scheduling.timings import After, At
 from .rows import first_due
 from .schedules import change_action, outdates_planned, unpark
@@ -100,14 +100,10 @@ def fingerprint(declarations: Sequence[Declaration]) -> str:
         digest.update(b"\n")
     # The enqueued work's policies of every registered job (their policy records follow).
     for handler in registry.all():
-        policies = {**_policy_fields(handler), **handler.policies.limit, "job": handler.name}
+        policies = {**handler.policy_record_fields, **handler.policies.limit, "job": handler.name}
         digest.update(json.dumps(policies, sort_keys=True, default=repr).encode())
         digest.update(b"\n")
     return digest.hexdigest()
-
-
-def _policy_fields(handler: JobHandler) -> dict[str, Any]:
-    return handler.policies.record_fields(handler.module)
 
 
 def sync_schedules(
@@ -210,7 +206,7 @@ def _align_policy_records(sync: _Sync) -> list[str]:
             handler = registry.get(record.job)
         except UnknownJob:
             continue
-        wanted, limit = _policy_fields(handler), handler.policies.limit
+        wanted, limit = handler.policy_record_fields, handler.policies.limit
         before = {name: getattr(record, name) for name in wanted}
         if before != wanted:
             Schedule.objects.filter(pk=record.pk).update(**wanted, updated_at=sync.now)
