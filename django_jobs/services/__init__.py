@@ -18,7 +18,8 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``inspection``: the permission-scoped lookups, ``inspect_schedule``/``inspect_occurrence`` and
   ``with_recovery_points`` (a schedule's last start and completion, from its occurrences);
 - ``replays``: ``replay`` and ``replay_at``;
-- ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``;
+- ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
+- ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
 - ``health``: ``replica_health``;
 - ``timeline``: ``now``, the instant interfaces pass to the others;
 - ``rows``: reading the rows a service decides with, and its audit record.
@@ -36,20 +37,23 @@ from .inspection import (
     visible_schedules,
     with_recovery_points,
 )
-from .operator import DISABLED_FIELDS, disable, enable, purge, run_now
+from .operator import DISABLED_FIELDS, cancel, disable, enable, purge, run_now
 from .replays import replay, replay_at
 from .schedules import PARKED_FIELDS, TIMING_FIELDS, upsert_schedule
 from .sync import SyncReport, fingerprint, sync_if_changed, sync_schedules
+from .tenants import TENANT_PAUSE, pause_tenant, resume_tenant
 from .timeline import now
 
 __all__ = [
     "DISABLED_FIELDS",
     "PARKED_FIELDS",
     "PARKED_SHOWN",
+    "TENANT_PAUSE",
     "TIMING_FIELDS",
     "HealthReport",
     "ScheduleReport",
     "SyncReport",
+    "cancel",
     "disable",
     "enable",
     "find_occurrence",
@@ -58,10 +62,12 @@ __all__ = [
     "inspect_occurrence",
     "inspect_schedule",
     "now",
+    "pause_tenant",
     "purge",
     "replay",
     "replay_at",
     "replica_health",
+    "resume_tenant",
     "run_now",
     "sync_if_changed",
     "sync_schedules",

@@ -1,4 +1,5 @@
-"""Operator actions on a schedule: disable, enable, run now, purge.
+"""Operator actions on a schedule: disable, enable, run now, purge; and on one occurrence:
+cancel.
 
 Each reads and locks the schedule row itself, checks the actor's permission on it, and writes
 its change and its audit record in one transaction.
@@ -18,7 +19,7 @@ from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
 from ..safe_error import loggable
 from ..validation import arguments, need_reason
-from .rows import locked, record, shown
+from .rows import locked, need_same_tenant, occurrence_row, record, shown
 from .schedules import PARKED_FIELDS, unpark
 
 DISABLED_FIELDS = ("enabled", "disabled_by", "disabled_reason", "disabled_at")
@@ -135,6 +136,39 @@ def run_now(
         )
         store.notify("run_now")
     return Occurrence.objects.get(pk=planned.id)
+
+
+def cancel(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) -> Occurrence:
+    """Cancel one occurrence that has not finished, with the ``disable`` permission on its
+    schedule: waiting (scheduled, or failed and waiting for a retry), it will not run;
+    running, its lease ends here and the replica running it stops at its next renewal (as
+    ``disable(..., cancel_running=True)`` stops a whole schedule's). Audited ``cancel``,
+    with the state and lease owner it had. A finished occurrence is refused: replay it."""
+    reason = need_reason(reason, f"cancelling occurrence {shown(occurrence)}")
+    now = ensure_aware_utc(now, name="now")
+    with transaction.atomic():
+        schedule, row = occurrence_row(occurrence, lock=True)
+        permissions.require(actor, "disable", schedule)
+        need_same_tenant(schedule, row)
+        if not store.cancel_occurrence(
+            row.pk, schedule_id=schedule.pk, tenant=schedule.tenant, now=now
+        ):
+            raise JobsError(
+                f"occurrence {row.pk} of {schedule} is {row.state}: only a scheduled, failed "
+                "(waiting for a retry) or processing occurrence can be cancelled"
+            )
+        record(
+            schedule,
+            now=now,
+            actor=actor,
+            action="cancel",
+            reason=reason,
+            target_type="occurrence",
+            target_id=str(row.pk),
+            before={"state": row.state, "lease_owner": row.lease_owner},
+            after={"state": "cancelled"},
+        )
+    return Occurrence.objects.get(pk=row.pk)
 
 
 def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:

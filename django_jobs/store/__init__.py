@@ -28,7 +28,7 @@ from .completion import complete, dead_letter, excuse_outage, fail, record_resul
 from .declared import copy_in, reserve_schedule_ids
 from .enqueue import EnqueueWrite, enqueue
 from .leases import hold, mark_started, renew
-from .operator import cancel_running, replay
+from .operator import cancel_occurrence, cancel_running, replay
 from .planning import (
     Advance,
     MissedSummary,
@@ -88,6 +88,7 @@ __all__ = [
     "ScheduleName",
     "Unreadable",
     "WriteResult",
+    "cancel_occurrence",
     "cancel_running",
     "claim_runs",
     "complete",

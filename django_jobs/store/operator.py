@@ -1,4 +1,5 @@
-"""Operator actions, called by ``django_jobs.services`` in its transaction: replay, cancel."""
+"""Operator actions, called by ``django_jobs.services`` in its transaction: replay, cancel
+(a schedule's running occurrences, or one occurrence)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,17 @@ def cancel_running(schedule_id: int, *, tenant: str, now: datetime) -> list[UUID
     occurrences of ``schedule_id`` in ``tenant`` (the schedule the service checked)."""
     params = {"schedule": schedule_id, "tenant": tenant, "now": ensure_aware_utc(now, name="now")}
     return [row.id for row in _named_rows(QUERIES["cancel_running"], params)]
+
+
+def cancel_occurrence(occurrence: UUID, *, schedule_id: int, tenant: str, now: datetime) -> bool:
+    """Cancel one unfinished occurrence: waiting (scheduled, or failed and waiting for a
+    retry), it will not run; processing, its lease ends here and the replica running it
+    stops at its next renewal. Refused (``False``) once it has finished, and unless it is an
+    occurrence of ``schedule_id`` in ``tenant``."""
+    params = {
+        "id": occurrence,
+        "schedule": schedule_id,
+        "tenant": tenant,
+        "now": ensure_aware_utc(now, name="now"),
+    }
+    return bool(_rows(QUERIES["cancel_occurrence"], params))
