@@ -17,6 +17,8 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``schedules``: ``upsert_schedule`` (run-time schedules, one at a time);
 - ``inspection``: the permission-scoped lookups, ``inspect_schedule``/``inspect_occurrence`` and
   ``with_recovery_points`` (a schedule's last start and completion, from its occurrences);
+- ``summary``: ``schedule_summary`` (the admin's schedule page: timing in words, next runs
+  with DST marked, policies, recent occurrences);
 - ``replays``: ``replay`` and ``replay_at``;
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
 - ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
@@ -40,6 +42,7 @@ from .inspection import (
 from .operator import DISABLED_FIELDS, cancel, disable, enable, purge, run_now
 from .replays import replay, replay_at
 from .schedules import PARKED_FIELDS, TIMING_FIELDS, upsert_schedule
+from .summary import ScheduleSummary, schedule_summary
 from .sync import SyncReport, fingerprint, sync_if_changed, sync_schedules
 from .tenants import TENANT_PAUSE, pause_tenant, resume_tenant
 from .timeline import now
@@ -52,6 +55,7 @@ __all__ = [
     "TIMING_FIELDS",
     "HealthReport",
     "ScheduleReport",
+    "ScheduleSummary",
     "SyncReport",
     "cancel",
     "disable",
@@ -69,6 +73,7 @@ __all__ = [
     "replica_health",
     "resume_tenant",
     "run_now",
+    "schedule_summary",
     "sync_if_changed",
     "sync_schedules",
     "upsert_schedule",

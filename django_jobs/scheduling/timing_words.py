@@ -1,0 +1,205 @@
+"""A timing in words, in its zone and in UTC, with what its DST rules do: "daily at 09:00
+America/New_York (13:00 or 14:00 UTC depending on DST); a skipped 09:00 shifts to the first
+instant after the gap; a repeated 09:00 runs once, at its first instance". For the admin's
+schedule page and ``jobs inspect``.
+
+Pure: no clock, no database. Which offsets a zone uses, and where its clocks change, are read
+for the year after the ``now`` the caller passes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from zoneinfo import ZoneInfo
+
+from . import cron_words
+from .crons import Cron
+from .elapsed import After, At, Every
+from .policies import RepeatedTime, SkippedTime
+from .rrules import RRule
+from .timing import Timing
+from .wall_clock import is_utc
+from .zones import gap_end, zone
+
+# How far ahead a zone's offsets and clock changes are read.
+YEAR = dt.timedelta(days=366)
+_SAMPLE = dt.timedelta(hours=12)  # no zone changes its offset twice within 12 hours
+
+_SKIPPED = {
+    SkippedTime.SHIFT: "shifts to the first instant after the gap",
+    SkippedTime.SKIP: "does not run that day",
+}
+_REPEATED = {
+    RepeatedTime.FIRST: "runs once, at its first instance",
+    RepeatedTime.LAST: "runs once, at its second instance",
+    RepeatedTime.BOTH: "runs twice, at both instances",
+}
+
+
+@dataclass(frozen=True)
+class TimingWords:
+    """``when``: the timing in its zone; ``in_utc``: the same in UTC; ``dst``: what its
+    skipped and repeated local times do, and where the zone's clocks change ("" for
+    elapsed-time and UTC timings)."""
+
+    when: str
+    in_utc: str
+    dst: str = ""
+
+    @property
+    def text(self) -> str:
+        """One sentence: "daily at 09:00 America/New_York (13:00 or 14:00 UTC depending on
+        DST); a skipped 09:00 shifts to ..."."""
+        head = f"{self.when} ({self.in_utc})" if self.in_utc else self.when
+        return f"{head}; {self.dst}" if self.dst else head
+
+
+@dataclass(frozen=True)
+class ClockChange:
+    """Where a zone's clocks change: the instant, and the local wall time before and after."""
+
+    at: dt.datetime
+    before: dt.timedelta
+    after: dt.timedelta
+
+    def local(self, offset: dt.timedelta) -> str:
+        return (self.at + offset).strftime("%H:%M")
+
+    @property
+    def words(self) -> str:
+        """``2027-03-14 02:00 → 03:00``"""
+        day = f"{(self.at + self.before):%Y-%m-%d}"
+        return f"{day} {self.local(self.before)} → {self.local(self.after)}"
+
+
+def clock_changes(tz: ZoneInfo, start: dt.datetime, end: dt.datetime) -> list[ClockChange]:
+    """The changes of ``tz``'s UTC offset in ``(start, end]``, in order."""
+    found = []
+    t, offset = start, start.astimezone(tz).utcoffset()
+    while t < end:
+        following = min(t + _SAMPLE, end)
+        new = following.astimezone(tz).utcoffset()
+        if new != offset:
+            assert offset is not None
+            assert new is not None
+            found.append(ClockChange(gap_end(t, following, tz), offset, new))
+            offset = new
+        t = following
+    return found
+
+
+def describe(timing: Timing, *, now: dt.datetime) -> TimingWords:
+    """``timing`` in words, its zone's offsets and clock changes read for the year after
+    ``now``."""
+    if isinstance(timing, Cron | RRule):
+        return _wall_clock(timing, now)
+    if isinstance(timing, Every):
+        anchor = f"{timing.anchor:%Y-%m-%d %H:%M:%S} UTC"
+        return TimingWords(
+            f"every {duration(timing.interval)} of elapsed time, counted from {anchor}",
+            "UTC: zones and DST do not apply",
+        )
+    if isinstance(timing, At):
+        return TimingWords(f"once, at {timing.instant:%Y-%m-%d %H:%M:%S} UTC", "")
+    if isinstance(timing, After):
+        when = f"once, {duration(timing.delay)} after the record was created"
+        if timing.created_at is not None:
+            when += f": at {timing.instant:%Y-%m-%d %H:%M:%S} UTC"
+        return TimingWords(when, "")
+    raise TypeError(f"no words for the timing {timing!r}")
+
+
+def _wall_clock(timing: Cron | RRule, now: dt.datetime) -> TimingWords:
+    if isinstance(timing, Cron):
+        words = cron_words.describe(timing.expr)
+        when, times = f"{words.text} {timing.zone}", words.times
+    else:
+        when, times = timing.describe(), rule_times(timing)
+    if is_utc(timing.zone):
+        return TimingWords(when, "")
+    tz = zone(timing.zone)
+    changes = clock_changes(tz, now, now + YEAR)
+    offsets = sorted(
+        {now.astimezone(tz).utcoffset() or dt.timedelta(0)} | {c.after for c in changes}
+    )
+    in_utc = _in_utc(times, offsets, now, tz)
+    if not changes:
+        return TimingWords(
+            when, in_utc, f"{timing.zone} does not change its clocks in the coming year"
+        )
+    named = times[0].strftime("%H:%M") if times is not None and len(times) == 1 else "local time"
+    dst = (
+        f"a skipped {named} {_SKIPPED[SkippedTime(timing.skipped)]}; "
+        f"a repeated {named} {_REPEATED[RepeatedTime(timing.repeated)]} "
+        f"(clocks change {_listing([c.words for c in changes])})"
+    )
+    return TimingWords(when, in_utc, dst)
+
+
+def _in_utc(
+    times: tuple[dt.time, ...] | None, offsets: list[dt.timedelta], now: dt.datetime, tz: ZoneInfo
+) -> str:
+    """``13:00 or 14:00 UTC depending on DST``; ``14:00 UTC``; for several times or none,
+    the offsets."""
+    if times is not None and len(times) == 1:
+        shown = sorted({_utc_time(times[0], offset) for offset in offsets})
+        if len(shown) == 1:
+            return f"{shown[0]} UTC"
+        return f"{' or '.join(shown)} UTC depending on DST"
+    if times is not None and len(offsets) == 1:
+        return f"{_listing([_utc_time(t, offsets[0]) for t in times])} UTC"
+    if times is not None:
+        groups = [
+            f"{_listing([_utc_time(t, o) for t in times])} at UTC{offset_words(o)}" for o in offsets
+        ]
+        return "in UTC: " + "; ".join(groups)
+    if len(offsets) == 1:
+        return f"UTC{offset_words(offsets[0])}"
+    return "UTC" + " or UTC".join(offset_words(o) for o in offsets) + " depending on DST"
+
+
+def _utc_time(local: dt.time, offset: dt.timedelta) -> str:
+    """The UTC time of day of ``local`` at ``offset``, with the day it falls on when not the
+    same: ``02:00 (+1 day)``."""
+    wall = dt.datetime.combine(dt.date(2000, 1, 2), local) - offset
+    shift = (wall.date() - dt.date(2000, 1, 2)).days
+    day = f" ({shift:+d} day)" if shift else ""
+    return wall.strftime("%H:%M") + day
+
+
+def rule_times(timing: RRule) -> tuple[dt.time, ...] | None:
+    """The local times of day of a calendar rule that runs at a few (not an hourly one)."""
+    recurrence = timing.recurrence
+    if recurrence.freq == "HOURLY":
+        return None
+    parts = recurrence.explicit_parts
+    numbers = [
+        [int(v) for v in parts[name].split(",")] for name in ("BYHOUR", "BYMINUTE", "BYSECOND")
+    ]
+    times = tuple(
+        sorted(dt.time(h, m, s) for h in numbers[0] for m in numbers[1] for s in numbers[2])
+    )
+    return times if len(times) <= 6 else None
+
+
+def offset_words(offset: dt.timedelta) -> str:
+    """``-05:00``, ``+05:30``."""
+    sign = "-" if offset < dt.timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return f"{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def duration(value: dt.timedelta) -> str:
+    """``10 seconds``, ``1 hour 30 minutes``, ``2 days``, ``0 seconds``."""
+    seconds = int(value.total_seconds())
+    parts = []
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
+    return " ".join(parts) or "0 seconds"
+
+
+def _listing(items: list[str]) -> str:
+    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
