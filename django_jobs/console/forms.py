@@ -1,0 +1,347 @@
+"""The form of a run-time schedule: what ``schedule(...)`` takes, as fields.
+
+It builds a ``Declaration`` with ``schedule(..., register=False)`` and hands it to
+``services.upsert_schedule``, so a value is refused with the message a declaration in code
+gets, shown on the field it names. Instants are ISO 8601, in UTC unless they carry an offset.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django import forms
+from django.utils.dateparse import parse_duration
+
+from ..declarations import Declaration, InvalidSchedule, schedule
+from ..models import Limit, Schedule, ScheduleStatus
+from ..registry import registry
+from ..scheduling import crons, elapsed, rrules
+from ..scheduling.calendars import Calendar
+from ..scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime, TimingKind
+from ..validation import REASON_MAX_CHARS, arguments
+
+DURATION_HELP = "[DD] [HH:[MM:]]SS, as Django's DurationField: 00:05:00 is five minutes"
+INSTANT_HELP = "ISO 8601, in UTC unless an offset is given: 2027-03-14T09:00"
+
+
+def _choices(enum: Any, *, blank: str | None = None) -> list[tuple[str, str]]:
+    given = [(member.value, member.value.replace("_", " ")) for member in enum]
+    return [("", blank), *given] if blank is not None else given
+
+
+class DurationText(forms.CharField):
+    """A duration as Django's DurationField reads it, refused with the field's name."""
+
+    def to_python(self, value: Any) -> timedelta | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        parsed = parse_duration(text)
+        if parsed is None:
+            raise forms.ValidationError(f"{text!r} is not a duration ({DURATION_HELP})")
+        return parsed
+
+
+class InstantText(forms.CharField):
+    """An ISO 8601 instant; naive means UTC (never the server's local time)."""
+
+    def to_python(self, value: Any) -> datetime | None:  # type: ignore[override]
+        text = (super().to_python(value) or "").strip()
+        if not text:
+            return None
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError:
+            raise forms.ValidationError(f"{text!r} is not an instant ({INSTANT_HELP})") from None
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+# The timings a form can give (a job's policy record, ``enqueued``, is never edited here).
+KINDS = [(kind.value, kind.value) for kind in TimingKind if kind != TimingKind.ENQUEUED]
+
+# Where a declaration's field (InvalidSchedule.field) is shown on the form.
+_FIELD_OF = {
+    "timing.cron": "cron",
+    "timing.rule": "rrule",
+    "timing.rrule": "rrule",
+    "timing.zone": "time_zone",
+    "timing.time_zone": "time_zone",
+    "timing.reason": "zone_reason",
+    "timing.zone_reason": "zone_reason",
+    "timing.skipped": "skipped_time",
+    "timing.skipped_time": "skipped_time",
+    "timing.repeated": "repeated_time",
+    "timing.repeated_time": "repeated_time",
+    "timing.interval": "interval",
+    "timing.anchor": "anchor",
+    "timing.instant": "run_at",
+    "timing.run_at": "run_at",
+    "timing.delay": "delay",
+    "retry.max_attempts": "max_attempts",
+    "retry.backoff": "backoff",
+    "retry.max_backoff": "max_backoff",
+    "retention": "keep_for",
+}
+
+
+# The form's groups of fields, as the page shows them.
+SECTIONS = (
+    ("Schedule", ("tenant", "key", "job", "args", "priority")),
+    (
+        "When it runs",
+        (
+            "timing_kind",
+            "cron",
+            "rrule",
+            "time_zone",
+            "zone_reason",
+            "skipped_time",
+            "repeated_time",
+            "interval",
+            "anchor",
+            "run_at",
+            "delay",
+        ),
+    ),
+    (
+        "Policies",
+        (
+            "max_delay",
+            "misfire",
+            "max_catchup",
+            "overlap",
+            "max_attempts",
+            "backoff",
+            "max_backoff",
+            "timeout",
+            "keep_for",
+            "keep_last",
+        ),
+    ),
+    ("Record", ("operating_owner", "record_owner", "status", "decider", "decide_by")),
+    ("Why", ("reason",)),
+)
+
+
+class ScheduleForm(forms.Form):
+    """Create a run-time schedule, or change one (``record``: its row; tenant and key, its
+    identity, are then fixed)."""
+
+    tenant = forms.CharField(required=False, max_length=100)
+    key = forms.CharField(max_length=200)
+    job = forms.ChoiceField()
+    timing_kind = forms.ChoiceField(label="timing", choices=KINDS)
+    cron = forms.CharField(required=False, help_text="five fields: 0 9 * * 1-5")
+    rrule = forms.CharField(
+        label="calendar rule",
+        required=False,
+        help_text="RFC 5545: FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18",
+    )
+    time_zone = forms.CharField(initial="UTC", help_text="an IANA zone: America/New_York")
+    zone_reason = forms.CharField(
+        required=False, help_text="why a local zone (a business rule): needed unless UTC"
+    )
+    skipped_time = forms.ChoiceField(
+        required=False,
+        choices=_choices(SkippedTime, blank="(choose for a local zone)"),
+        help_text="a local time the spring change skips",
+    )
+    repeated_time = forms.ChoiceField(
+        required=False,
+        choices=_choices(RepeatedTime, blank="(choose for a local zone)"),
+        help_text="a local time the autumn change repeats",
+    )
+    interval = DurationText(required=False, help_text=DURATION_HELP)
+    anchor = InstantText(required=False, help_text=f"interval phase; {INSTANT_HELP}")
+    run_at = InstantText(label="run at", required=False, help_text=INSTANT_HELP)
+    delay = DurationText(required=False, help_text=f"after creation; {DURATION_HELP}")
+
+    args = forms.CharField(
+        label="arguments",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="a JSON object the job gets as run.args",
+    )
+    priority = forms.IntegerField(initial=0, min_value=-100, max_value=100)
+    max_delay = DurationText(initial="00:05:00", help_text=DURATION_HELP)
+    misfire = forms.ChoiceField(choices=_choices(Misfire), initial=Misfire.SKIP)
+    max_catchup = forms.IntegerField(initial=100, min_value=0)
+    overlap = forms.ChoiceField(choices=_choices(Overlap), initial=Overlap.SKIP)
+    max_attempts = forms.IntegerField(initial=3, min_value=1)
+    backoff = DurationText(initial="00:00:30", help_text=DURATION_HELP)
+    max_backoff = DurationText(initial="00:10:00", help_text=DURATION_HELP)
+    timeout = DurationText(initial="00:15:00", help_text=DURATION_HELP)
+    keep_for = DurationText(
+        label="keep occurrences for", required=False, help_text=f"retention; {DURATION_HELP}"
+    )
+    keep_last = forms.IntegerField(
+        label="or keep the last", required=False, min_value=1, help_text="occurrences"
+    )
+
+    operating_owner = forms.CharField(max_length=200)
+    record_owner = forms.CharField(max_length=200)
+    status = forms.ChoiceField(choices=ScheduleStatus.choices, initial=ScheduleStatus.ACTIVE)
+    decider = forms.CharField(required=False, max_length=200)
+    decide_by = forms.DateField(required=False, help_text="YYYY-MM-DD")
+
+    reason = forms.CharField(
+        max_length=REASON_MAX_CHARS,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text="Why? Kept in the audit record.",
+    )
+
+    def __init__(self, *args: Any, record: Schedule | None = None, **kwargs: Any) -> None:
+        self.record = record
+        if record is not None:
+            kwargs.setdefault("initial", initial(record))
+        super().__init__(*args, **kwargs)
+        self.fields["job"].choices = [(name, name) for name in sorted(registry.names())]  # type: ignore[attr-defined]
+        if record is not None:
+            for name in ("tenant", "key"):
+                self.fields[name].disabled = True
+        self.declaration: Declaration | None = None
+
+    def sections(self) -> list[tuple[str, list[forms.BoundField]]]:
+        """The fields in the groups the page shows them in."""
+        return [(heading, [self[name] for name in names]) for heading, names in SECTIONS]
+
+    def clean_args(self) -> dict[str, Any]:
+        text = self.cleaned_data["args"].strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"not JSON: {exc}") from None
+        kept, problem = arguments(value)
+        if problem is not None:
+            raise forms.ValidationError(problem)
+        assert kept is not None
+        return kept
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        try:
+            self.declaration = self._declaration(data)
+        except InvalidSchedule as exc:
+            self.refuse(exc)
+        return data
+
+    def refuse(self, exc: InvalidSchedule) -> None:
+        """Show a declaration's refusal on the field it names (the whole message: it names
+        the schedule and the field, as ``jobs sync`` and the checks say it)."""
+        name = _FIELD_OF.get(exc.field, exc.field)
+        self.add_error(name if name in self.fields else None, str(exc))
+
+    def _declaration(self, data: dict[str, Any]) -> Declaration:
+        retention: timedelta | int | None = data["keep_for"] or data["keep_last"]
+        if retention is None or (data["keep_for"] and data["keep_last"]):
+            raise InvalidSchedule(
+                data["key"], "retention", "give one of: keep occurrences for, keep the last"
+            )
+        return schedule(
+            data["key"],
+            tenant=data["tenant"],
+            job=data["job"],
+            timing=self._timing(data),
+            operating_owner=data["operating_owner"],
+            record_owner=data["record_owner"],
+            status=data["status"],
+            retention=retention,
+            max_delay=data["max_delay"],
+            misfire=data["misfire"],
+            max_catchup=data["max_catchup"],
+            overlap=data["overlap"],
+            retry=Retry(data["max_attempts"], data["backoff"], data["max_backoff"]),
+            timeout=data["timeout"],
+            decider=data["decider"],
+            decide_by=data["decide_by"],
+            args=data["args"],
+            priority=data["priority"],
+            register=False,
+        )
+
+    def _timing(self, data: dict[str, Any]) -> Any:
+        kind = data["timing_kind"]
+        wall = {
+            "zone": data["time_zone"],
+            "skipped": data["skipped_time"] or None,
+            "repeated": data["repeated_time"] or None,
+            "reason": data["zone_reason"],
+        }
+        needed = {
+            TimingKind.CRON: "cron",
+            TimingKind.RRULE: "rrule",
+            TimingKind.INTERVAL: "interval",
+            TimingKind.AT: "run_at",
+            TimingKind.AFTER: "delay",
+        }[TimingKind(kind)]
+        if data[needed] in (None, ""):
+            raise InvalidSchedule(data["key"], needed, f"needed for a {kind} timing")
+        if kind == TimingKind.CRON:
+            return crons.cron(data["cron"], **wall)
+        if kind == TimingKind.RRULE:
+            kept = self.record.calendar if self.record is not None else {}
+            return rrules.rrule(
+                data["rrule"],
+                **wall,
+                exclude=Calendar.from_definition(kept) if kept else None,
+                on_excluded=self.record.on_excluded if self.record is not None else "skip",
+            )
+        if kind == TimingKind.INTERVAL:
+            return elapsed.every(data["interval"], anchor=data["anchor"] or elapsed.EPOCH)
+        if kind == TimingKind.AT:
+            return elapsed.at(data["run_at"])
+        return elapsed.after(data["delay"])
+
+
+def _duration(value: timedelta | None) -> str:
+    if value is None:
+        return ""
+    days, rest = divmod(int(value.total_seconds()), 86400)
+    hours, rest = divmod(rest, 3600)
+    clock = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+    return f"{days} {clock}" if days else clock
+
+
+def initial(record: Schedule) -> dict[str, Any]:
+    """The form's fields as ``record`` holds them."""
+    limit = Limit.objects.filter(schedule=record).first()
+    at = record.run_at.isoformat() if record.run_at else ""
+    return {
+        "tenant": record.tenant,
+        "key": record.key,
+        "job": record.job,
+        "timing_kind": record.timing_kind,
+        "cron": record.cron,
+        "rrule": record.rrule,
+        "time_zone": record.time_zone,
+        "zone_reason": record.zone_reason,
+        "skipped_time": record.skipped_time,
+        "repeated_time": record.repeated_time,
+        "interval": _duration(record.interval),
+        "anchor": record.anchor.isoformat() if record.anchor else "",
+        "run_at": at if record.timing_kind == TimingKind.AT else "",
+        "delay": _duration(record.delay),
+        "args": json.dumps(record.args) if record.args else "",
+        "priority": record.priority,
+        "max_delay": _duration(record.max_delay),
+        "misfire": record.misfire,
+        "max_catchup": record.max_catchup,
+        "overlap": record.overlap,
+        "max_attempts": record.max_attempts,
+        "backoff": _duration(record.backoff),
+        "max_backoff": _duration(record.max_backoff),
+        "timeout": _duration(record.timeout),
+        "keep_for": _duration(limit.keep_for) if limit else "",
+        "keep_last": limit.keep_last if limit else None,
+        "operating_owner": record.operating_owner,
+        "record_owner": record.record_owner,
+        "status": record.status,
+        "decider": record.decider,
+        "decide_by": record.decide_by,
+    }
