@@ -123,11 +123,12 @@ def test_the_nightly_statements_page_says_when_it_runs_in_words(root, nightly) -
     assert "team-billing" in page
 
 
-def test_the_raw_fields_stay_on_the_page_folded_away(root, nightly) -> None:
+def test_the_records_fields_stay_on_the_page_below_the_summary(root, nightly) -> None:
     page = page_at(root, nightly, SPRING_NOW)
-    folded = page[page.index('<details class="jobs-record">') :]
-    assert "field-zone_reason" in folded
-    assert "field-arguments" in folded
+    below = page[page.index('<div class="jobs-record">') :]
+    assert page.index("jobs-next-runs") < page.index('<div class="jobs-record">')
+    assert "field-zone_reason" in below
+    assert "field-arguments" in below
 
 
 def test_a_user_without_view_permission_is_refused(nightly) -> None:
