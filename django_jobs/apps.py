@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+
 from django.apps import AppConfig
 
 
@@ -21,6 +23,13 @@ class DjangoJobsConfig(AppConfig):
         autodiscover_modules("schedules")
 
         from .conf import tasks_backends
+        from .exceptions import ConfigurationError
+        from .signals import connect_on_dead
+
+        # DJANGO_JOBS["ON_DEAD"], called for each dead occurrence. A bad path is check E004,
+        # which names the setting (runworker's checks refuse to start with it).
+        with contextlib.suppress(ConfigurationError):
+            connect_on_dead()
 
         if tasks_backends():  # TASKS names JobsBackend: a job runs each alias's tasks
             from .tasks import register_task_jobs

@@ -42,6 +42,10 @@ PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may plan
                                    schedule of one tenant); see below
 AUDIT_LOG                 None     dotted path of the project's audit function; without
                                    it, operator actions leave django_jobs AuditRecords
+ON_DEAD                   None     dotted path of a callable ``(event) -> None`` called
+                                   once per occurrence that goes dead, after the write
+                                   committed (connected to ``signals.occurrence_dead``;
+                                   a path that does not import is check E004)
 COMMANDS                  ()       dotted paths of the modules (or single callables)
                                    that are the project's application commands: each
                                    handler must call one of them or an approved port
@@ -100,6 +104,7 @@ class JobsSettings:
     ONE_OFF_KEEP_SECONDS: float = 7 * 24 * 3600
     PAUSED_SCHEDULES: tuple[str, ...] = ()
     AUDIT_LOG: str | None = None
+    ON_DEAD: str | None = None
     REDACT_PATTERNS: tuple[str, ...] = ()
     COMMANDS: tuple[str, ...] = ()
     APPROVED_PORTS: tuple[str, ...] = ()
@@ -164,6 +169,12 @@ def get_settings() -> JobsSettings:
         raise ConfigurationError(
             f"DJANGO_JOBS['AUDIT_LOG'] must be the dotted path of a function, got {audit_log!r}"
         )
+    on_dead = raw.pop("ON_DEAD", None)
+    if on_dead is not None and (not isinstance(on_dead, str) or not _DOTTED.match(on_dead)):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['ON_DEAD'] must be the dotted path of a callable taking the dead "
+            f"occurrence's event (such as 'myapp.alerts.on_dead'), got {on_dead!r}"
+        )
     redact = _redact_patterns(raw.pop("REDACT_PATTERNS", ()))
     commands = _dotted_paths("COMMANDS", raw.pop("COMMANDS", ()))
     ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
@@ -183,6 +194,7 @@ def get_settings() -> JobsSettings:
         **raw,
         PAUSED_SCHEDULES=paused,
         AUDIT_LOG=audit_log,
+        ON_DEAD=on_dead,
         REDACT_PATTERNS=redact,
         COMMANDS=commands,
         APPROVED_PORTS=ports,

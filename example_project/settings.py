@@ -90,7 +90,14 @@ DJANGO_JOBS = {
     "COMMANDS": ["example_project.billing.statements"],
     "LEASE_SECONDS": env.float("JOBS_LEASE_SECONDS", default=30),
     "SHUTDOWN_GRACE_SECONDS": env.float("JOBS_SHUTDOWN_GRACE_SECONDS", default=30),
+    # Alerts: e-mail a dead occurrence's schedule's record owner (billing/alerts.py).
+    "ON_DEAD": "example_project.billing.alerts.email_record_owner",
 }
+# The example's e-mail goes to the terminal. Record owners that are team names, not
+# addresses, are mapped here (others get <owner>@example.com): billing/alerts.py.
+EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+DEFAULT_FROM_EMAIL = "jobs@example.com"
+TEAM_EMAILS = {"team-billing": "billing-team@example.com"}
 
 # One log format for the web process and the worker: structlog, rendered for a terminal.
 LOGGING = {

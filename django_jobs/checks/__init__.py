@@ -1,7 +1,7 @@
 """System checks with stable ids. Each message names the object and the field; each hint says
 what to do. Importing this package registers them (``AppConfig.ready()`` does).
 
-- ``environment``: E001 (PostgreSQL), E002 (USE_TZ), E003 (DJANGO_JOBS);
+- ``environment``: E001 (PostgreSQL), E002 (USE_TZ), E003 (DJANGO_JOBS), E004 (ON_DEAD);
 - ``schedules``: the schedule records, declared and in the database (E010-E019, E030, W023);
 - ``handlers``: job handlers and declarations against the job rules (W020-W028, I021, I029).
 

@@ -1,4 +1,4 @@
-"""The checks of the environment: the database vendor and the settings (E001-E003); and
+"""The checks of the environment: the database vendor and the settings (E001-E004); and
 the date the other checks compare review and decide-by dates with."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from django.core.checks import CheckMessage, Error, Tags, register
 
 from .. import clock, conf
 from ..exceptions import ConfigurationError
+from ..signals import on_dead_hook
 
 
 @register(Tags.database, deploy=False)
@@ -33,7 +34,8 @@ def check_database(
 
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E002: USE_TZ must be on. E003: DJANGO_JOBS must be valid."""
+    """E002: USE_TZ must be on. E003: DJANGO_JOBS must be valid. E004: its ``ON_DEAD`` must
+    import as a callable."""
     errors: list[CheckMessage] = []
     if not conf.use_tz():
         errors.append(
@@ -47,6 +49,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         conf.get_settings()
     except ConfigurationError as exc:
         errors.append(Error(str(exc), hint="Fix the DJANGO_JOBS setting.", id="django_jobs.E003"))
+        return errors
+    try:
+        on_dead_hook()
+    except ConfigurationError as exc:
+        errors.append(
+            Error(
+                str(exc),
+                hint="Fix DJANGO_JOBS['ON_DEAD'], or remove it.",
+                id="django_jobs.E004",
+            )
+        )
     return errors
 
 

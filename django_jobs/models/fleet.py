@@ -12,6 +12,8 @@ class ReplicaState(models.TextChoices):
     RUNNING = "running", "running"
     DRAINING = "draining", "draining (stopping, releasing its work)"
     STOPPED = "stopped", "stopped"
+    # Silent past its heartbeats, declared so by another replica (``store.declare_gone``).
+    GONE = "gone", "gone (stopped heartbeating)"
 
 
 class Replica(models.Model):

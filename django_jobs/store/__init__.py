@@ -36,6 +36,7 @@ from .planning import (
     PlanBatch,
     PlanningContext,
     PlanWrite,
+    Skipped,
     Unreadable,
     insert_occurrences,
     lock_for_sync,
@@ -50,8 +51,16 @@ from .planning import (
     withdraw_planned_ahead,
     write_plan,
 )
-from .records import Claimed, Lease, PlannedOccurrence, WriteResult
-from .replicas import CHANNEL, heartbeat, next_schedule_due, next_wakeup, notify
+from .records import Claimed, Ended, Lease, PlannedOccurrence, WriteResult
+from .replicas import (
+    CHANNEL,
+    Gone,
+    declare_gone,
+    heartbeat,
+    next_schedule_due,
+    next_wakeup,
+    notify,
+)
 from .retention import (
     Consumed,
     ScheduleName,
@@ -77,7 +86,9 @@ __all__ = [
     "Advance",
     "Claimed",
     "Consumed",
+    "Ended",
     "EnqueueWrite",
+    "Gone",
     "Lease",
     "MissedSummary",
     "Parked",
@@ -86,6 +97,7 @@ __all__ = [
     "PlannedOccurrence",
     "PlanningContext",
     "ScheduleName",
+    "Skipped",
     "Unreadable",
     "WriteResult",
     "cancel_occurrence",
@@ -96,6 +108,7 @@ __all__ = [
     "copy_in",
     "database_clock",
     "dead_letter",
+    "declare_gone",
     "enqueue",
     "excuse_outage",
     "fail",

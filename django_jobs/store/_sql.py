@@ -26,6 +26,7 @@ from ..models import (
     OccurrenceState,
     Origin,
     Replica,
+    ReplicaState,
     RetentionState,
     Runbook,
     Schedule,
@@ -71,6 +72,7 @@ VALUES: dict[str, Any] = {
     **{f"timing_{k.value}": k.value for k in TimingKind},
     **{f"overlap_{p.value}": p.value for p in Overlap},
     **{f"reason_{r.value}": r.value for r in SkipReason},
+    **{f"replica_{s.value}": s.value for s in ReplicaState},
     "worker_lost": WORKER_LOST,
     "tenant_mismatch": TENANT_MISMATCH,
 }

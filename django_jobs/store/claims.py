@@ -26,7 +26,7 @@ from ._sql import (
     _rows,
     load_queries,
 )
-from .records import Claimed, Lease
+from .records import Claimed, Ended, Lease
 
 # The schedule fields a run reads (the handler's name, timeout, retry policy, and the key and
 # tenant that name it): returned by the claim itself, so a claim costs no second query.
@@ -38,11 +38,8 @@ RUN_FIELDS = tuple(
 )
 
 
-def _run_fields(*, loaded: bool) -> str:
-    """SQL: the ``RUN_FIELDS`` of the claimed row's schedule ``s``, each as ``s_<field>``; or,
-    for the rows with nothing to run, as many NULLs."""
-    if not loaded:
-        return sql.SQL(", ").join(sql.SQL("NULL") for _ in RUN_FIELDS).as_string(None)
+def _run_fields() -> str:
+    """SQL: the ``RUN_FIELDS`` of the claimed row's schedule ``s``, each as ``s_<field>``."""
     fields = (
         sql.SQL("{} AS {}").format(sql.Identifier("s", name), sql.Identifier(f"s_{name}"))
         for name in RUN_FIELDS
@@ -58,8 +55,7 @@ QUERIES = load_queries(
     scheduled_at_loadable=_loadable("o.scheduled_at", "timestamptz"),
     not_paused=_not_paused("s.tenant", "s.key"),
     capped_max_delay=_capped("s.max_delay"),
-    run_fields=_run_fields(loaded=True),
-    no_run_fields=_run_fields(loaded=False),
+    run_fields=_run_fields(),
 )
 
 
@@ -171,9 +167,29 @@ def _claimed(rows: list[Any], *, owner: str, expires: datetime) -> Claimed:
     for row in rows:
         if row.token is None:
             ended.get(row.trigger, claimed.dead).append(row.id)
+            claimed.ended.append(_ended(row, why=row.trigger, error=row.error or ""))
         else:
             claimed.runs.append((_lease(row, owner=owner, expires=expires), _schedule(row)))
+            if row.lost_by is not None:
+                # The attempt lost is the one before the claim's.
+                lost = _ended(row, why=row.lost_by, attempt=row.attempts - 1)
+                claimed.taken_over.append(lost)
     return claimed
+
+
+def _ended(row: Any, *, why: str, error: str = "", attempt: int | None = None) -> Ended:
+    """What the alerts say of a claim row (``records.Ended``)."""
+    return Ended(
+        occurrence_id=row.id,
+        schedule_id=row.schedule_id,
+        tenant=row.s_tenant,
+        key=row.s_key,
+        job=row.s_job,
+        scheduled_at=row.scheduled_at.astimezone(UTC),
+        attempt=row.attempts if attempt is None else attempt,
+        why=why,
+        error=error,
+    )
 
 
 def _lease(row: Any, *, owner: str, expires: datetime) -> Lease:

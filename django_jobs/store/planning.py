@@ -288,9 +288,20 @@ class PlanWrite:
         return whole
 
 
-def write_plan(write: PlanWrite, *, now: datetime) -> None:
+class Skipped(NamedTuple):
+    """An occurrence a plan write recorded skipped (new, or a missed one the policy decided)."""
+
+    occurrence_id: UUID
+    schedule_id: int
+    scheduled_at: datetime
+    reason: str
+
+
+def write_plan(write: PlanWrite, *, now: datetime) -> list[Skipped]:
     """The write move of a plan pass, in the caller's transaction (a savepoint, so that a
-    value the database refuses rolls back this write alone):
+    value the database refuses rolls back this write alone); returns the occurrences it
+    recorded skipped, each once (an instant planned before, or a missed occurrence another
+    claim took meanwhile, is not among them):
 
     1. insert the new occurrences and set each decided schedule's recovery point and next due
        instant (one statement);
@@ -299,6 +310,7 @@ def write_plan(write: PlanWrite, *, now: datetime) -> None:
     4. record each misfire summary through the audit writer.
     """
     now = ensure_aware_utc(now, name="now")
+    rows: list[Any] = []
     if write.occurrences or write.advances:
         params = {
             **_planned(write.occurrences, now=now),
@@ -306,7 +318,7 @@ def write_plan(write: PlanWrite, *, now: datetime) -> None:
             "lasts": [a.last_scheduled_at for a in write.advances],
             "nexts": [a.next_due_at for a in write.advances],
         }
-        _rows(QUERIES["write_plan"], params)
+        rows += _rows(QUERIES["write_plan"], params)
     park(write.parked, now=now)
     if write.catch_up or write.skip:
         params = {
@@ -315,11 +327,12 @@ def write_plan(write: PlanWrite, *, now: datetime) -> None:
             "reasons": [r for _, r in write.skip],
             "now": now,
         }
-        _rows(QUERIES["mark_missed"], params)
+        rows += _rows(QUERIES["mark_missed"], params)
     for summary in write.summaries:
         record_skip_summary(
             summary.schedule, now=now, count=summary.count, first=summary.first, last=summary.last
         )
+    return [Skipped(i, schedule, at.astimezone(UTC), reason) for i, schedule, at, reason in rows]
 
 
 def withdraw_planned_ahead(schedule_ids: Sequence[int], *, now: datetime) -> None:

@@ -51,6 +51,22 @@ class Lease:
     args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
 
 
+@dataclass(frozen=True)
+class Ended:
+    """An occurrence a store statement ended, or took over, that no caller's run stands for:
+    what the alerts say of it (``signals.OccurrenceEvent``), read by the statement itself."""
+
+    occurrence_id: UUID
+    schedule_id: int
+    tenant: str  # the schedule's
+    key: str
+    job: str
+    scheduled_at: datetime
+    attempt: int
+    why: str  # a skip reason, an error type (dead), or the holder a takeover took it from
+    error: str = ""  # the stored error (dead)
+
+
 @dataclass
 class Claimed:
     """What one claim took: runs to start, occurrences a lost attempt dead-lettered, forged
@@ -64,6 +80,12 @@ class Claimed:
     overlapped: list[UUID] = field(default_factory=list)
     # Enqueued work that could not start within its job's ``max_delay``.
     late: list[UUID] = field(default_factory=list)
+    # All of the above, for the alerts: ``why`` is the error type (dead, forged) or the skip
+    # reason (overlapped, late).
+    ended: list[Ended] = field(default_factory=list)
+    # Runs whose lapsed lease, with its attempt started, the claim took over: ``why`` is the
+    # replica that held it.
+    taken_over: list[Ended] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[tuple[Lease, Schedule]]:
         return iter(self.runs)

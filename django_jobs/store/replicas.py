@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
+from ..clock import ensure_aware_utc
 from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _not_paused, _rows, load_queries
 
 QUERIES = load_queries(
@@ -97,3 +98,28 @@ CHANNEL = "django_jobs"
 def notify(reason: str) -> None:
     """Wake every listening replica (delivered when the caller's transaction commits)."""
     _rows(QUERIES["notify"], {"channel": CHANNEL, "reason": reason})
+
+
+class Gone(NamedTuple):
+    """A replica ``declare_gone`` declared gone, as its row last said."""
+
+    replica_id: str
+    host: str
+    pid: int
+    heartbeat_at: datetime
+
+
+def declare_gone(*, by: str, before: datetime, before_draining: datetime) -> list[Gone]:
+    """Declare gone the replicas (other than ``by``) whose last heartbeat is older than
+    ``before`` (draining ones: ``before_draining``; a drain heartbeats once, then waits out
+    its grace); return them. One statement, a compare-and-set: each silent replica is
+    declared by exactly one caller, however many replicas call it at once."""
+    params = {
+        "by": by,
+        "before": ensure_aware_utc(before, name="before"),
+        "before_draining": ensure_aware_utc(before_draining, name="before_draining"),
+    }
+    return [
+        Gone(replica_id, host, pid, at.astimezone(UTC))
+        for replica_id, host, pid, at in _rows(QUERIES["declare_gone"], params)
+    ]

@@ -11,6 +11,7 @@ import structlog
 
 from .. import store
 from ..conf import JobsSettings, get_settings
+from .alerts import send_claimed
 from .inflight import InFlight, RunState
 from .threads import RunThreads
 
@@ -79,6 +80,7 @@ class Claims:
             log.info("occurrence.skipped", occurrence=str(occurrence), reason="overlap")
         for occurrence in claimed.late:
             log.warning("occurrence.skipped", occurrence=str(occurrence), reason="misfire")
+        send_claimed(claimed, replica=self.replica_id)
         for n, (lease, schedule) in enumerate(claimed.runs):
             self.threads.start(lease, schedule, now, ahead=n >= start_now)
         ended = len(claimed.dead) + len(claimed.forged) + len(claimed.overlapped)

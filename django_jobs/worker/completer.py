@@ -25,9 +25,10 @@ from collections.abc import Callable
 import structlog
 from django.db import connection, connections
 
-from .. import store
+from .. import signals, store
 from ..clock import Clock
 from ..safe_error import loggable
+from .alerts import FENCED_OUT, send_runs
 from .executor import log_scope
 from .inflight import ActiveRun
 from .outage import STORE_OUTAGE, OutageLog, Unwritten, keep_writing
@@ -124,6 +125,16 @@ class Completer(threading.Thread):
             return
         for active in batch:
             self._report(active, accepted=active.lease.occurrence_id in result.accepted)
+        # After the reports: a receiver never delays a run's release from the books.
+        send_runs(
+            signals.occurrence_completed,
+            (a for a in batch if a.lease.occurrence_id in result.accepted),
+        )
+        send_runs(
+            signals.lease_lost,
+            (a for a in batch if a.lease.occurrence_id in result.refused),
+            reason=FENCED_OUT,
+        )
 
     def _report(self, active: ActiveRun, *, accepted: bool) -> None:
         with log_scope(active):

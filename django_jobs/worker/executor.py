@@ -25,7 +25,7 @@ from datetime import datetime
 import structlog
 from django.db import connection
 
-from .. import store, validation
+from .. import signals, store, validation
 from ..clock import LATEST, Clock, later
 from ..conf import JobsSettings
 from ..exceptions import Cancelled, JobsError, LeaseLost, PermanentFailure, UnknownJob
@@ -34,6 +34,7 @@ from ..models import AttemptOutcome
 from ..registry import Registry
 from ..safe_error import SafeError, loggable
 from ..store import Lease
+from .alerts import FENCED_OUT, send_runs
 from .inflight import ActiveRun, CancelReason
 from .invoke import call_handler
 from .outage import OutageLog, Unwritten, is_store_outage, keep_writing
@@ -151,6 +152,7 @@ def _returned(active: ActiveRun, ctx: Execution, run: Run, returned: object) -> 
     result, problem = validation.result(returned) if returned is not None else (None, None)
     if run.completed:
         log.info("occurrence.completed")
+        send_runs(signals.occurrence_completed, [active])
         if problem is not None:
             log.error("result.unrecorded", error=problem)
         elif result is not None and not store.record_result(active.lease, result):
@@ -170,7 +172,10 @@ def _returned(active: ActiveRun, ctx: Execution, run: Run, returned: object) -> 
     def complete(lease: Lease, now: datetime) -> bool:
         return _complete(lease, now, result=result)
 
-    return _write(active, ctx, complete, Outcome.COMPLETED)
+    written = _write(active, ctx, complete, Outcome.COMPLETED)
+    if written == Outcome.COMPLETED:
+        send_runs(signals.occurrence_completed, [active])
+    return written
 
 
 def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
@@ -273,6 +278,7 @@ def _dead(
     result = _write(active, ctx, write, Outcome.DEAD, until=until)
     if result == Outcome.DEAD:
         log.error("occurrence.dead", error_type=error.type, error=error.message, outcome=outcome)
+        send_runs(signals.occurrence_dead, [active], error=error)
     return result
 
 
@@ -291,11 +297,15 @@ def _retry(
         active.lease.failures + 1, base=schedule.backoff, cap=schedule.max_backoff
     )
 
+    retry_at: list[datetime] = []  # the instant of the write that was accepted
+
     def write(lease: Lease, now: datetime) -> bool:
-        return store.fail(lease, now=now, error=error, retry_at=later(now, delay), outcome=outcome)
+        retry_at[:] = [later(now, delay)]
+        return store.fail(lease, now=now, error=error, retry_at=retry_at[0], outcome=outcome)
 
     result = _write(active, ctx, write, Outcome.RETRY, until=until)
     if result == Outcome.RETRY:
+        send_runs(signals.occurrence_failed, [active], error=error, retry_at=retry_at[0])
         log.warning(
             "occurrence.failed",
             error_type=error.type,
@@ -350,6 +360,7 @@ def _write(
     if accepted:
         return success
     log.warning("occurrence.fenced_out")
+    send_runs(signals.lease_lost, [active], reason=FENCED_OUT)
     return REFUSED
 
 

@@ -103,6 +103,9 @@ class Worker:
             concurrency=concurrency,
             inflight=self.inflight,
             every=timedelta(seconds=self.settings.HEARTBEAT_SECONDS),
+            lease=self.settings.lease,
+            drain=self.settings.shutdown_grace
+            + timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS),
         )
         self._retention: RetentionKeeper | None = None  # started by ``serve``
         self._assemble_runs(jobs)

@@ -26,6 +26,7 @@ from ..safe_error import loggable
 from ..scheduling import planner, timings
 from ..scheduling.policies import MAX_DURATION, Misfire, Overlap
 from ..store import PlannedOccurrence
+from .alerts import send_skipped
 
 log = structlog.get_logger("django_jobs.planner")
 
@@ -172,17 +173,21 @@ def decide_batch(
 
 def _write(decided: list[Decided], *, now: datetime, result: PlanPass) -> None:
     """The write move: the whole batch in a savepoint; if the database refuses a value of it,
-    one schedule at a time, each in a savepoint, parking the ones it refuses."""
+    one schedule at a time, each in a savepoint, parking the ones it refuses. The occurrences
+    it recorded skipped are alerted once the pass's transaction commits."""
+    schedules = {d.schedule.pk: d.schedule for d in decided}
     try:
         with transaction.atomic():
-            store.write_plan(store.PlanWrite.of(d.write for d in decided), now=now)
+            skipped = store.write_plan(store.PlanWrite.of(d.write for d in decided), now=now)
+            send_skipped(skipped, schedules, replica="")
         written = decided
     except (DataError, IntegrityError):
         written = []
         for one in decided:
             try:
                 with transaction.atomic():
-                    store.write_plan(one.write, now=now)
+                    skipped = store.write_plan(one.write, now=now)
+                    send_skipped(skipped, schedules, replica="")
                 written.append(one)
             except (DataError, IntegrityError) as exc:
                 # A value of this row that the database refuses: the savepoint is rolled

@@ -13,12 +13,16 @@ import structlog
 from .. import store
 from ..clock import Clock, SystemClock
 from ..models import ReplicaState
+from .alerts import declare_gone
 from .inflight import InFlight
 
 log = structlog.get_logger("django_jobs.worker")
 
 # How many round trips ``sync_clock`` measures; it keeps the shortest.
 CLOCK_SAMPLES = 3
+# A replica silent for this many heartbeats (and at least a lease, so its leases have
+# lapsed and its work can be taken over) is declared gone (``signals.replica_gone``).
+GONE_AFTER_HEARTBEATS = 3
 
 
 def default_replica_id() -> str:
@@ -40,7 +44,11 @@ def sync_clock(clock: Clock, samples: int = CLOCK_SAMPLES) -> None:
 
 
 class Heartbeat:
-    """The replica's row in the store: its state and load, written every ``every``."""
+    """The replica's row in the store: its state and load, written every ``every``. With
+    ``lease`` given, each heartbeat also declares gone the replicas silent for
+    ``GONE_AFTER_HEARTBEATS`` heartbeats and at least ``lease`` (draining ones: plus
+    ``drain``, the longest a drain waits without a heartbeat), while a receiver of
+    ``replica_gone`` listens."""
 
     def __init__(
         self,
@@ -51,10 +59,14 @@ class Heartbeat:
         concurrency: int,
         inflight: InFlight,
         every: timedelta,
+        lease: timedelta | None = None,
+        drain: timedelta = timedelta(0),
     ) -> None:
         self.replica_id, self.clock, self.started_at = replica_id, clock, started_at
         self.concurrency, self.inflight, self.every = concurrency, inflight, every
         self.next_at = started_at  # when the next heartbeat is due
+        self.silent = None if lease is None else max(every * GONE_AFTER_HEARTBEATS, lease)
+        self.drain = drain
 
     def beat(self, state: ReplicaState, *, force: bool = False) -> None:
         """Record the replica's state, if a heartbeat is due (or ``force``)."""
@@ -72,6 +84,19 @@ class Heartbeat:
             running=len(self.inflight),
         )
         self.next_at = now + self.every
+        if self.silent is not None and state == ReplicaState.RUNNING:
+            declare_gone(
+                by=self.replica_id,
+                now=now,
+                silent=self.silent,
+                draining=self.silent + self.drain,
+            )
 
 
-__all__ = ["CLOCK_SAMPLES", "Heartbeat", "default_replica_id", "sync_clock"]
+__all__ = [
+    "CLOCK_SAMPLES",
+    "GONE_AFTER_HEARTBEATS",
+    "Heartbeat",
+    "default_replica_id",
+    "sync_clock",
+]

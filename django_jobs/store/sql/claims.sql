@@ -28,6 +28,7 @@ WITH due AS (
     SELECT o.id, o.due_at, django_jobs_claim_order(o.due_at, o.priority) AS claim_order,
            o.schedule_id, s.overlap, s.max_attempts,
            o.tenant <> s.tenant AS forged, v.overlapped, v.late,
+           o.lease_owner AS holder,
            -- A lapsed lease whose attempt had started: a lost attempt.
            CASE WHEN o.state = %(processing)s THEN EXISTS (
                SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
@@ -111,7 +112,7 @@ overlapped AS (
         skip_reason = CASE WHEN d.late THEN %(reason_misfire)s ELSE %(reason_overlap)s END
     FROM due d
     WHERE o.id = d.id AND (d.overlapped OR d.late)
-    RETURNING o.id, o.skip_reason
+    RETURNING o.id, o.skip_reason, o.schedule_id, o.tenant, o.scheduled_at, o.attempts
 ),
 -- An occurrence whose tenant is not its schedule's was written behind the store's
 -- back: never run under either tenant's name; dead, saying why.
@@ -125,7 +126,7 @@ forged AS (
             || '; it was not written by django_jobs and is not run'
     FROM picked p, {schedule} s
     WHERE o.id = p.id AND p.forged AND s.id = p.schedule_id
-    RETURNING o.id
+    RETURNING o.id, o.schedule_id, o.tenant, o.scheduled_at, o.attempts, o.last_error_message
 ),
 exhausted AS (
     UPDATE {occurrence} o SET
@@ -138,7 +139,7 @@ exhausted AS (
             || p.max_attempts || '), so it is not run again'
     FROM picked p
     WHERE o.id = p.id AND NOT p.forged AND p.lapsed AND o.failures + 1 >= p.max_attempts
-    RETURNING o.id
+    RETURNING o.id, o.schedule_id, o.tenant, o.scheduled_at, o.attempts, o.last_error_message
 ),
 claimed AS (
     UPDATE {occurrence} o SET
@@ -155,7 +156,9 @@ claimed AS (
       AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
     RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
               o.attempts, o.trigger, o.failures, o.args, picked.due_at AS was_due,
-              picked.claim_order, picked.overlap, picked.place
+              picked.claim_order, picked.overlap, picked.place,
+              -- A lapsed lease whose attempt had started, taken over: who lost it.
+              CASE WHEN picked.lapsed THEN picked.holder END AS lost_by
 ),
 guarded AS (
     -- Rows locked by ``due``: no waiting here. Only overlap skip/queue schedules are
@@ -183,14 +186,21 @@ new_attempts AS (
 )
 SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
        c.attempts, c.trigger, c.failures, c.args, c.was_due, c.claim_order,
+       c.lost_by, NULL AS error,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
 UNION ALL
 -- The occurrences a lost attempt dead-lettered, forged ones, and those skipped (for overlap,
--- or enqueued work past its max_delay): nothing to run. (Which, in the trigger column.)
-SELECT id, NULL, NULL, NULL, NULL, NULL, why, NULL, NULL, NULL, NULL,
-       {no_run_fields}
-FROM (SELECT id, %(worker_lost)s AS why FROM exhausted
-      UNION ALL SELECT id, %(tenant_mismatch)s FROM forged
-      UNION ALL SELECT id, skip_reason FROM overlapped) ended
+-- or enqueued work past its max_delay): nothing to run (no token). Which, in the trigger
+-- column; with what the alerts say of them (signals.py).
+SELECT e.id, NULL, e.schedule_id, e.tenant, e.scheduled_at, e.attempts, e.why, NULL, NULL,
+       NULL, NULL, NULL, e.error,
+       {run_fields}
+FROM (SELECT id, schedule_id, tenant, scheduled_at, attempts, %(worker_lost)s AS why,
+             last_error_message AS error FROM exhausted
+      UNION ALL SELECT id, schedule_id, tenant, scheduled_at, attempts, %(tenant_mismatch)s,
+             last_error_message FROM forged
+      UNION ALL SELECT id, schedule_id, tenant, scheduled_at, attempts, skip_reason, ''
+             FROM overlapped) e
+JOIN {schedule} s ON s.id = e.schedule_id
 ORDER BY claim_order NULLS LAST, id

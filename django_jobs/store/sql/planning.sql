@@ -32,7 +32,7 @@ inserted AS (
            '', '', COALESCE(i.args, s.args, '{{}}'::jsonb), COALESCE(s.priority, 0)
     FROM input i LEFT JOIN {schedule} s ON s.id = i.schedule_id
     ON CONFLICT (id) DO NOTHING
-    RETURNING id
+    RETURNING id, schedule_id, scheduled_at, skip_reason
 )
 
 -- name: plan
@@ -57,12 +57,13 @@ progress AS (
          AS t(id, last_at, next_at)
     WHERE s.id = t.id
 )
-SELECT id FROM inserted
+-- The new occurrences recorded skipped, for the alerts (signals.occurrence_skipped).
+SELECT id, schedule_id, scheduled_at, skip_reason FROM inserted WHERE skip_reason <> ''
 
 -- name: mark_missed
 -- Planned occurrences the misfire (or overlap) policy decided: run late (trigger catchup) or
 -- skipped with a reason. Only those still scheduled and never started change: a claim that
--- won the race keeps its occurrence.
+-- won the race keeps its occurrence. Returns the skipped ones, for the alerts.
 WITH caught AS (
     UPDATE {occurrence} SET trigger = %(trigger_catchup)s
     WHERE id = ANY(%(catch_up)s::uuid[]) AND state = %(scheduled)s AND attempts = 0
@@ -70,6 +71,7 @@ WITH caught AS (
 UPDATE {occurrence} o SET state = %(skipped)s, skip_reason = t.reason, finished_at = %(now)s
 FROM unnest(%(skip_ids)s::uuid[], %(reasons)s::text[]) AS t(id, reason)
 WHERE o.id = t.id AND o.state = %(scheduled)s AND o.attempts = 0
+RETURNING o.id, o.schedule_id, o.scheduled_at, o.skip_reason
 
 -- name: take_up_parked_jobs
 -- Schedules parked because no replica had their job (``park_unplannable``), whose job this

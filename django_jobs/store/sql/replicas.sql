@@ -41,3 +41,17 @@ SELECT LEAST(
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(reason)s)
+
+-- name: declare_gone
+-- Replicas silent since %(before)s (draining ones: since %(before_draining)s), declared
+-- gone, each by one declarer: a compare-and-set, so a concurrent declarer finds the row
+-- locked, or no longer running. A replica that heartbeats again is running again (the
+-- heartbeat's upsert sets its state).
+UPDATE {replica} r SET state = %(replica_gone)s
+FROM (SELECT id FROM {replica}
+      WHERE ((state = %(replica_running)s AND heartbeat_at < %(before)s)
+             OR (state = %(replica_draining)s AND heartbeat_at < %(before_draining)s))
+        AND id <> %(by)s
+      FOR UPDATE SKIP LOCKED) silent
+WHERE r.id = silent.id
+RETURNING r.id, r.host, r.pid, r.heartbeat_at
