@@ -10,8 +10,8 @@ occurrence_failed   an attempt failed and a retry is planned (``retry_at``)     
                                                                                    Event
 occurrence_dead     retries are exhausted, or the failure is permanent: the        Occurrence
                     occurrence is a dead letter                                    Event
-occurrence_skipped  an occurrence was recorded skipped (``reason``: misfire,       Occurrence
-                    overlap, disabled, excluded)                                   Event
+occurrence_skipped  an occurrence was recorded skipped (``reason``: its           Occurrence
+                    ``SkipReason``)                                                Event
 lease_lost          a lapsed lease was taken over by a claim (``reason``           Occurrence
                     ``taken_over``, ``replica``: the holder that lost it), or a    Event
                     replica's outcome write was fenced out (``fenced_out``)
