@@ -10,11 +10,14 @@ New York springs forward on 2027-03-14 at 02:00 EST (07:00Z) and falls back on 2
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -182,3 +185,17 @@ def test_each_recent_occurrence_links_to_its_page(root, clock) -> None:
     page = page_at(root, schedule, clock.now())
     link = reverse("admin:django_jobs_occurrence_change", args=[occurrence.pk])
     assert f'<a href="{link}">Sun 2026-03-01 12:00:00 UTC</a>' in page
+
+
+def test_jobs_inspect_prints_the_same_words_and_marked_runs(nightly) -> None:
+    User.objects.create_superuser("ops", "ops@example.com", "pw")
+    out = StringIO()
+    with use_clock(FakeClock(SPRING_NOW)):
+        call_command("jobs", "inspect", KEY, "--actor", "ops", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert data["timing_in_words"].startswith(
+        "daily at 09:00 America/New_York (13:00 or 14:00 UTC depending on DST)"
+    )
+    assert data["next_runs_in_zone"] == [
+        f"{local} = {utc}" + (f"  [{mark}]" if mark else "") for local, utc, mark in SPRING_RUNS
+    ]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .. import runbooks, services
 from ..conf import get_settings
 from ..models import Occurrence, Schedule
 from ..safe_error import shown_json
-from ..scheduling import rrules
+from ..scheduling import rrules, timing_words, timings, upcoming
 from ..scheduling.timings import is_utc
 from .invocation import Invocation
 
@@ -44,8 +45,10 @@ def inspect(run: Invocation) -> None:
         found = services.find_occurrence(run.options["occurrence"], actor=actor, schedule=schedule)
         _inspect_occurrence(run, found, actor=actor, schedule=schedule)
         return
-    report = services.inspect_schedule(schedule, actor=actor, now=services.now())
-    data = {**_schedule_fields(report.schedule), "next_runs": report.next_runs}
+    now = services.now()
+    report = services.inspect_schedule(schedule, actor=actor, now=now)
+    data = {**_schedule_fields(report.schedule), **_in_words(report.schedule, now)}
+    data["next_runs"] = report.next_runs
     data.update(_history(report))
     text = "\n".join(
         [f"{k}: {v}" for k, v in data.items() if k != "recent"]
@@ -79,6 +82,23 @@ def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
         }
         if schedule.parked_field
         else None,
+    }
+
+
+def _in_words(schedule: Schedule, now: datetime) -> dict[str, Any]:
+    """The timing in words and its next 10 runs in its zone with DST marks, as the admin's
+    schedule page shows them (nothing for a record that cannot be evaluated or is never
+    planned)."""
+    try:
+        timing = timings.from_record(schedule)
+    except (ValueError, OverflowError):
+        return {}
+    runs = upcoming.next_runs(timing, now=now)
+    return {
+        "timing_in_words": timing_words.describe(timing, now=now).text,
+        "next_runs_in_zone": [
+            f"{r.local_words} = {r.utc_words}" + "".join(f"  [{m}]" for m in r.marks) for r in runs
+        ],
     }
 
 
