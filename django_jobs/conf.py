@@ -63,6 +63,13 @@ CLI_ACTOR_RULES           ()       what ``manage.py jobs --actor U`` must satisf
                                    OS user running the command), ``"no_superuser"`` (U
                                    is not a superuser); empty: U is taken as asserted
                                    (whoever runs manage.py has full trust anyway)
+METRICS_TOKEN             None     the bearer token that admits a Prometheus scrape of the
+                                   metrics view (``Authorization: Bearer <token>``): 32+
+                                   printable characters, no spaces; None: only a staff
+                                   session with ``view_schedule`` may read the metrics
+METRICS_WINDOW_SECONDS    300      the window of the metrics over recent occurrences (those
+                                   scheduled in the last this many seconds): their states,
+                                   start lateness and duration histograms, takeovers
 ========================  =======  =====================================================
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
@@ -109,6 +116,8 @@ class JobsSettings:
     COMMANDS: tuple[str, ...] = ()
     APPROVED_PORTS: tuple[str, ...] = ()
     CLI_ACTOR_RULES: tuple[str, ...] = ()
+    METRICS_TOKEN: str | None = None
+    METRICS_WINDOW_SECONDS: float = 300
 
     @property
     def paused_all(self) -> bool:
@@ -136,6 +145,7 @@ _POSITIVE = {
     "ERROR_MESSAGE_MAX_CHARS",
     "PURGE_BATCH_SIZE",
     "RETENTION_BUDGET_SECONDS",
+    "METRICS_WINDOW_SECONDS",
 }
 # Durations a worker turns into timedeltas and adds to instants: bounded well inside them.
 _AT_MOST = {
@@ -143,6 +153,7 @@ _AT_MOST = {
     "RETENTION_SECONDS": 86_400,
     "RETENTION_BUDGET_SECONDS": 3_600,
     "ONE_OFF_KEEP_SECONDS": 100 * 366 * 86_400,
+    "METRICS_WINDOW_SECONDS": 86_400,
 }
 _NOT_NEGATIVE = {
     "PLAN_AHEAD_SECONDS",
@@ -179,6 +190,7 @@ def get_settings() -> JobsSettings:
     commands = _dotted_paths("COMMANDS", raw.pop("COMMANDS", ()))
     ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
     cli_actor = _cli_actor_rules(raw.pop("CLI_ACTOR_RULES", ()))
+    metrics_token = _metrics_token(raw.pop("METRICS_TOKEN", None))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -199,6 +211,7 @@ def get_settings() -> JobsSettings:
         COMMANDS=commands,
         APPROVED_PORTS=ports,
         CLI_ACTOR_RULES=cli_actor,
+        METRICS_TOKEN=metrics_token,
     )
 
 
@@ -268,6 +281,27 @@ def _cli_actor_rules(value: Any) -> tuple[str, ...]:
                 f"{', '.join(map(repr, CLI_ACTOR_RULES))}"
             )
     return tuple(value)
+
+
+# A metrics token is compared in constant time; too short a one could still be guessed.
+METRICS_TOKEN_MIN_CHARS = 32
+
+
+def _metrics_token(value: Any) -> str | None:
+    """The bearer token of the metrics view: printable ASCII without spaces (a header value)."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or len(value) < METRICS_TOKEN_MIN_CHARS
+        or not all("!" <= ch <= "~" for ch in value)
+    ):
+        raise ConfigurationError(
+            f"DJANGO_JOBS['METRICS_TOKEN'] must be a string of at least "
+            f"{METRICS_TOKEN_MIN_CHARS} printable ASCII characters without spaces (such as "
+            "secrets.token_urlsafe(32)), or None"
+        )
+    return value
 
 
 def _redact_patterns(value: Any) -> tuple[str, ...]:

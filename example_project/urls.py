@@ -1,4 +1,8 @@
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    # The fleet's Prometheus metrics at /jobs/metrics (docs/operations.md, "Metrics").
+    path("jobs/", include("django_jobs.urls")),
+]

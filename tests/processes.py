@@ -51,8 +51,10 @@ class Replica:
         env: dict[str, str] | None = None,
         once: bool = False,
         command: str = "runworker",
+        args: Iterable[str] = (),
     ) -> None:
-        """``command`` is ``runworker`` or a test command built on it (``runworker_fileclock``)."""
+        """``command`` is ``runworker`` or a test command built on it (``runworker_fileclock``);
+        ``args`` are more options of it (``--metrics-port``)."""
         self.name = name
         self.log_path = workdir / f"{name}.log"
         environment = {
@@ -77,6 +79,7 @@ class Replica:
                 "--concurrency",
                 str(concurrency),
                 *(["--once"] if once else []),
+                *args,
             ],
             cwd=ROOT,
             env=environment,

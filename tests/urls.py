@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 
 from django_jobs import enqueue
 
@@ -18,5 +18,6 @@ def enqueue_order(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("jobs/", include("django_jobs.urls")),
     path("enqueue-order/", enqueue_order),
 ]

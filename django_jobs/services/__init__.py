@@ -23,6 +23,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
 - ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
 - ``health``: ``replica_health``;
+- ``metrics``: ``fleet_metrics`` (what a Prometheus scrape reports, fleet-wide);
 - ``timeline``: ``now``, the instant interfaces pass to the others;
 - ``rows``: reading the rows a service decides with, and its audit record.
 """
@@ -39,6 +40,14 @@ from .inspection import (
     visible_schedules,
     with_recovery_points,
 )
+from .metrics import (
+    DUE_COUNT_CAP,
+    DURATION_BUCKETS,
+    LATENESS_BUCKETS,
+    Buckets,
+    FleetMetrics,
+    fleet_metrics,
+)
 from .operator import DISABLED_FIELDS, cancel, disable, enable, purge, run_now
 from .replays import replay, replay_at
 from .schedules import PARKED_FIELDS, TIMING_FIELDS, upsert_schedule
@@ -49,10 +58,15 @@ from .timeline import now
 
 __all__ = [
     "DISABLED_FIELDS",
+    "DUE_COUNT_CAP",
+    "DURATION_BUCKETS",
+    "LATENESS_BUCKETS",
     "PARKED_FIELDS",
     "PARKED_SHOWN",
     "TENANT_PAUSE",
     "TIMING_FIELDS",
+    "Buckets",
+    "FleetMetrics",
     "HealthReport",
     "ScheduleReport",
     "ScheduleSummary",
@@ -63,6 +77,7 @@ __all__ = [
     "find_occurrence",
     "find_schedule",
     "fingerprint",
+    "fleet_metrics",
     "inspect_occurrence",
     "inspect_schedule",
     "now",

@@ -28,6 +28,7 @@ from .completion import complete, dead_letter, excuse_outage, fail, record_resul
 from .declared import copy_in, reserve_schedule_ids
 from .enqueue import EnqueueWrite, enqueue
 from .leases import hold, mark_started, renew
+from .metrics import Buckets, Window, dead_letters, due_backlog, oldest_due, recent_window
 from .operator import cancel_occurrence, cancel_running, replay
 from .planning import (
     Advance,
@@ -84,6 +85,7 @@ __all__ = [
     "TENANT_MISMATCH",
     "WORKER_LOST",
     "Advance",
+    "Buckets",
     "Claimed",
     "Consumed",
     "Ended",
@@ -99,6 +101,7 @@ __all__ = [
     "ScheduleName",
     "Skipped",
     "Unreadable",
+    "Window",
     "WriteResult",
     "cancel_occurrence",
     "cancel_running",
@@ -108,7 +111,9 @@ __all__ = [
     "copy_in",
     "database_clock",
     "dead_letter",
+    "dead_letters",
     "declare_gone",
+    "due_backlog",
     "enqueue",
     "excuse_outage",
     "fail",
@@ -121,6 +126,7 @@ __all__ = [
     "next_schedule_due",
     "next_wakeup",
     "notify",
+    "oldest_due",
     "park",
     "park_unplannable",
     "park_unreadable",
@@ -129,6 +135,7 @@ __all__ = [
     "purge_batch",
     "purge_page",
     "read_plan_batch",
+    "recent_window",
     "record_result",
     "record_retention",
     "record_skip_summary",

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -186,6 +187,11 @@ class Worker:
     def running(self) -> list[ActiveRun]:
         """Runs whose handler has not returned yet (or, claimed ahead, not started)."""
         return self.inflight.running()
+
+    def counted(self) -> Counter[str]:
+        """What this replica's runs ended as since it started (``Outcome`` values), for its
+        metrics (``runworker --metrics-port``)."""
+        return self._tally.snapshot()
 
     def _busy(self) -> bool:
         return len(self.inflight) > 0

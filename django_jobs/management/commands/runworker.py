@@ -7,15 +7,19 @@ import os
 import signal
 import sys
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import clock
 from ...cli.startup import StartupSync
 from ...declarations import declared
+from ...metrics import serve_worker_metrics
 from ...services import SyncReport, sync_schedules
 from ...worker.loop import Worker
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 
 class Command(BaseCommand):
@@ -35,6 +39,18 @@ class Command(BaseCommand):
             "--replica-id", default=None, help="This replica's name (default: host:pid:random)."
         )
         parser.add_argument("--tenant", default=None, help="Only run occurrences of this tenant.")
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="Serve Prometheus metrics (the fleet's, read from the database at each "
+            "scrape, and this replica's own) on this port (0: any free port, logged).",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="127.0.0.1",
+            help="The address the metrics port listens on (default 127.0.0.1: this host only).",
+        )
 
     def make_clock(self) -> clock.Clock:
         """The worker's clock: ``clock.current()``, the process's UTC clock, which the worker
@@ -60,6 +76,28 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        metrics = self.serve_metrics(worker, options["metrics_port"], options["metrics_addr"])
+        try:
+            self.run(worker, options)
+        finally:
+            if metrics is not None:
+                metrics.shutdown()
+                metrics.server_close()
+
+    def serve_metrics(self, worker: Worker, port: int | None, addr: str) -> WSGIServer | None:
+        """Start the metrics server (``--metrics-port``), or refuse a port it cannot bind."""
+        if port is None:
+            return None
+        if not 0 <= port <= 65535:
+            raise CommandError(f"--metrics-port must be a port number (0-65535), got {port}")
+        try:
+            return serve_worker_metrics(worker, port=port, addr=addr)
+        except OSError as exc:
+            raise CommandError(
+                f"--metrics-port {port} on {addr}: cannot listen there ({exc.strerror})"
+            ) from None
+
+    def run(self, worker: Worker, options: dict[str, Any]) -> None:
         if options["once"]:
             # One pass, for cron-style use: a store outage fails the command at once, and the
             # pass runs on the synced records.

@@ -1,0 +1,80 @@
+-- Metrics: what a Prometheus scrape reads (django_jobs/metrics.py, through services). Every
+-- statement walks a partial or per-schedule index and reads what it bounds, never the whole
+-- occurrence table: docs/operations.md, "Metrics", gives each one's cost at 10 million rows.
+
+-- name: due_backlog
+-- Due work that no replica has started: claimable rows whose due_at has passed (a processing
+-- row's due_at is its lease expiry, so one here lost its holder). A walk of
+-- django_jobs_occurrence_due over the due range, stopped after %(cap)s rows so that a scrape
+-- during a backlog of millions costs what one of %(cap)s does.
+SELECT d.state, count(*) AS due
+FROM (SELECT o.state FROM {occurrence} o
+      WHERE o.state IN ({claimable_states}) AND o.due_at <= %(now)s
+      LIMIT %(cap)s) d
+GROUP BY d.state
+
+-- name: oldest_due
+-- The due instant of the oldest such row: the first entry of the same index walk (rows whose
+-- due_at Python cannot hold are left out, as next_wakeup leaves them).
+SELECT o.due_at FROM {occurrence} o
+WHERE o.state IN ({claimable_states}) AND o.due_at <= %(now)s
+  AND ({due_at_loadable}) IS TRUE
+ORDER BY o.due_at
+LIMIT 1
+
+-- name: dead_letters
+-- Every retained dead occurrence: an index-only count of django_jobs_occurrence_dead, whose
+-- size is the dead-letter backlog.
+SELECT count(*) AS dead FROM {occurrence} o WHERE o.state = %(dead)s
+
+-- name: recent
+-- The occurrences scheduled in (since, now], found schedule by schedule through
+-- django_jobs_occurrence_sched (one probe per schedule, then the rows of the window), and
+-- what became of them: rows by state, start lateness and run duration in cumulative buckets
+-- (%(lateness_le)s, %(duration_le)s: the upper bounds), and the lease takeovers and
+-- fenced-out writes among their attempts (only an occurrence claimed more than once can have
+-- either, so only those join their attempts). One row per (kind, label).
+-- Lateness is the first start's: for a retried occurrence the first Attempt's, whose
+-- started_at is its own start (the occurrence's is its last claim's). A manual run or replay
+-- keeps the scheduled instant it replays, so its lateness would measure the operator: none.
+WITH recent AS MATERIALIZED (
+    SELECT o.id, o.state, o.attempts,
+           CASE WHEN o.started_at IS NULL OR o.trigger = %(trigger_manual)s THEN NULL
+                WHEN o.attempts <= 1 THEN extract(epoch FROM o.started_at - o.scheduled_at)
+                ELSE extract(epoch FROM COALESCE(
+                    (SELECT a.started_at FROM {attempt} a
+                     WHERE a.occurrence_id = o.id AND a.number = 1), o.started_at)
+                    - o.scheduled_at)
+           END::float8 AS lateness,
+           CASE WHEN o.state = %(completed)s AND o.started_at IS NOT NULL
+                     AND o.finished_at IS NOT NULL
+                THEN extract(epoch FROM o.finished_at - o.started_at)
+           END::float8 AS duration
+    FROM {schedule} s
+    CROSS JOIN LATERAL (
+        SELECT o.* FROM {occurrence} o
+        WHERE o.schedule_id = s.id
+          AND o.scheduled_at > %(since)s AND o.scheduled_at <= %(now)s
+    ) o
+)
+SELECT 'state' AS kind, r.state AS label, count(*)::float8 AS value
+FROM recent r GROUP BY r.state
+UNION ALL
+SELECT 'lateness', b.le::text, count(r.lateness) FILTER (WHERE r.lateness <= b.le)
+FROM unnest(%(lateness_le)s::float8[]) AS b(le) CROSS JOIN recent r GROUP BY b.le
+UNION ALL
+SELECT 'lateness', 'count', count(r.lateness) FROM recent r
+UNION ALL
+SELECT 'lateness', 'sum', COALESCE(sum(r.lateness), 0) FROM recent r
+UNION ALL
+SELECT 'duration', b.le::text, count(r.duration) FILTER (WHERE r.duration <= b.le)
+FROM unnest(%(duration_le)s::float8[]) AS b(le) CROSS JOIN recent r GROUP BY b.le
+UNION ALL
+SELECT 'duration', 'count', count(r.duration) FROM recent r
+UNION ALL
+SELECT 'duration', 'sum', COALESCE(sum(r.duration), 0) FROM recent r
+UNION ALL
+SELECT 'attempt', a.outcome, count(*)
+FROM recent r JOIN {attempt} a ON a.occurrence_id = r.id
+WHERE r.attempts > 1 AND a.outcome IN (%(attempt_lease_lost)s, %(attempt_fenced_out)s)
+GROUP BY a.outcome
