@@ -13,24 +13,11 @@ from typing import Any
 from croniter import croniter
 
 from . import cron as cronlib
+from .recurrence_words import _MONTH_NAMES as _MONTHS
 from .recurrence_words import _day_number, _listing
 
 # English names written out: strftime's %A and %B follow the machine's locale.
 _DAYS = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
-_MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
 # More times of day than a sentence lists: "at 24 times of day".
 _MAX_TIMES = 6
 

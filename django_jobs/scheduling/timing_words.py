@@ -14,17 +14,18 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from . import cron_words
-from .crons import Cron
+from .crons import Cron, _offset_transitions
 from .elapsed import After, At, Every
 from .policies import RepeatedTime, SkippedTime
+from .recurrence_words import _listing
 from .rrules import RRule
 from .timing import Timing
 from .wall_clock import is_utc
-from .zones import gap_end, zone
+from .zones import zone
 
 # How far ahead a zone's offsets and clock changes are read.
 YEAR = dt.timedelta(days=366)
-_SAMPLE = dt.timedelta(hours=12)  # no zone changes its offset twice within 12 hours
+_TICK = dt.timedelta(microseconds=1)
 
 _SKIPPED = {
     SkippedTime.SHIFT: "shifts to the first instant after the gap",
@@ -74,19 +75,16 @@ class ClockChange:
 
 
 def clock_changes(tz: ZoneInfo, start: dt.datetime, end: dt.datetime) -> list[ClockChange]:
-    """The changes of ``tz``'s UTC offset in ``(start, end]``, in order."""
-    found = []
-    t, offset = start, start.astimezone(tz).utcoffset()
-    while t < end:
-        following = min(t + _SAMPLE, end)
-        new = following.astimezone(tz).utcoffset()
-        if new != offset:
-            assert offset is not None
-            assert new is not None
-            found.append(ClockChange(gap_end(t, following, tz), offset, new))
-            offset = new
-        t = following
-    return found
+    """The changes of ``tz``'s UTC offset in ``(start, end]``, in order (found as the cron
+    timing counts across them)."""
+    return [
+        ClockChange(at, _offset(at - _TICK, tz), _offset(at, tz))
+        for at, _ in _offset_transitions(tz, start, end)
+    ]
+
+
+def _offset(instant: dt.datetime, tz: ZoneInfo) -> dt.timedelta:
+    return instant.astimezone(tz).utcoffset() or dt.timedelta(0)
 
 
 def describe(timing: Timing, *, now: dt.datetime) -> TimingWords:
@@ -199,7 +197,3 @@ def duration(value: dt.timedelta) -> str:
         if count:
             parts.append(f"{count} {unit}{'s' if count != 1 else ''}")
     return " ".join(parts) or "0 seconds"
-
-
-def _listing(items: list[str]) -> str:
-    return " and ".join([", ".join(items[:-1]), items[-1]] if len(items) > 1 else items)
