@@ -71,6 +71,11 @@ class ClaimOrder(Func):
     output_field = models.DateTimeField()
 
 
+# Always true (check constraint django_jobs_token_not_negative): the condition of the indexes
+# only the admin's occurrences list walks (django_jobs_occurrence_newest, _dnewest).
+NEWEST_FIRST_GUARD = Q(fencing_token__gte=0)
+
+
 class Occurrence(models.Model):
     """One planned run of a schedule, with its lease."""
 
@@ -168,6 +173,21 @@ class Occurrence(models.Model):
                 fields=["schedule", "started_at"],
                 name="django_jobs_occurrence_start",
                 condition=Q(state__in=STARTED_AND_ENDED),
+            ),
+            # The admin's occurrences list, newest first over every schedule (and its dead
+            # letters): walked backwards a page at a time. The condition is always true (the
+            # check constraint above): only a query that says it too, the admin's list
+            # (NEWEST_FIRST_GUARD), may use them, so a schedule's own newest occurrences keep
+            # django_jobs_occurrence_sched, never a walk of every schedule's rows.
+            models.Index(
+                fields=["-scheduled_at", "-id"],
+                name="django_jobs_occurrence_newest",
+                condition=NEWEST_FIRST_GUARD,
+            ),
+            models.Index(
+                fields=["-scheduled_at", "-id"],
+                name="django_jobs_occurrence_dnewest",
+                condition=NEWEST_FIRST_GUARD & Q(state=OccurrenceState.DEAD),
             ),
         ]
 
