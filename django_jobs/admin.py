@@ -9,22 +9,25 @@ columns each record carries (never by lists of ids).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-from django import forms
-from django.contrib import admin, messages
-from django.contrib.admin import helpers
-from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib import admin
 from django.contrib.admin.utils import display_for_value
-from django.core.exceptions import ValidationError
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 
 from . import permissions, services
+from .admin_base import (
+    GuardedAdmin,
+    ReasonForm,
+    RunNowForm,
+    ScopedAdmin,
+    ShowsArguments,
+    confirmed_action,
+    redacted,
+)
 from .admin_lists import (
     EstimatedCountPaginator,
     EstimatingChangeList,
@@ -33,177 +36,13 @@ from .admin_lists import (
     TenantFilter,
     search_occurrences,
 )
-from .conf import get_settings
-from .exceptions import JobsError
+from .console import views as console
 from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
 from .models.occurrences import NEWEST_FIRST_GUARD
-from .safe_error import shown_json
 from .scheduling import rrules
-from .validation import REASON_MAX_CHARS, arguments, storable
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
-
-
-class ReasonForm(forms.Form):
-    reason = forms.CharField(
-        max_length=REASON_MAX_CHARS,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        help_text="Why? Kept in the audit record.",
-    )
-
-
-class RunNowForm(ReasonForm):
-    """Run now, with arguments of its own for the run (optional)."""
-
-    args = forms.CharField(
-        label="Arguments",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
-        help_text="A JSON object the run gets as run.args instead of the schedule's "
-        "(empty: the schedule's). Kept in the audit record.",
-    )
-
-    def clean_args(self) -> dict[str, Any] | None:
-        text = self.cleaned_data["args"].strip()
-        if not text:
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"arguments: not JSON: {exc}") from None
-        kept, problem = arguments(value)
-        if problem is not None:
-            raise forms.ValidationError(f"arguments: {problem}")
-        return kept
-
-
-def _confirmed(
-    modeladmin: admin.ModelAdmin,  # type: ignore[type-arg]
-    request: HttpRequest,
-    queryset: QuerySet[Any],
-    *,
-    title: str,
-    perform: Callable[[Any, dict[str, Any]], str],
-    form_class: type[ReasonForm] = ReasonForm,
-) -> HttpResponse | None:
-    """Django's two-step confirmation with a reason: show the form, then act on each object.
-
-    ``perform(obj, cleaned_data)`` (the form's: ``reason``, and what ``form_class`` adds)
-    calls one service and returns a message; refusals are reported, never raised as errors.
-    """
-    form = form_class(request.POST if "confirm" in request.POST else None)
-    if "confirm" in request.POST and form.is_valid():
-        done = 0
-        for obj in queryset:
-            try:
-                modeladmin.message_user(request, perform(obj, form.cleaned_data))
-                done += 1
-            except JobsError as exc:
-                modeladmin.message_user(request, str(exc), messages.ERROR)
-        if done == 0:
-            modeladmin.message_user(request, "Nothing was changed.", messages.WARNING)
-        return None
-    context = {
-        **modeladmin.admin_site.each_context(request),
-        "title": title,
-        "objects": list(queryset),
-        "form": form,
-        "action": request.POST.get("action"),
-        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
-        "opts": modeladmin.model._meta,
-    }
-    return TemplateResponse(request, "admin/django_jobs/confirm_action.html", context)
-
-
-class GuardedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Refuses, with a message, what would otherwise reach the database and fail there: a
-    selected id that is not one (``abc``, ``1 OR 1=1``), a NUL byte in a list filter."""
-
-    def response_action(  # Django 6 adds an argument: passed on
-        self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any
-    ) -> HttpResponse | None:
-        pk = self.model._meta.pk
-        assert pk is not None
-        for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
-            try:
-                pk.to_python(value)
-            except ValidationError:
-                self.message_user(
-                    request,
-                    f"{value[:40]!r} is not the id of a {self.model._meta.verbose_name}: "
-                    "nothing was changed.",
-                    messages.ERROR,
-                )
-                return None
-        return super().response_action(request, queryset, *args, **kwargs)
-
-    def get_changelist_instance(self, request: HttpRequest) -> Any:
-        if not all(storable(item) for pair in request.GET.lists() for item in [pair[0], *pair[1]]):
-            # PostgreSQL refuses NUL in text: Django's own answer to a bad lookup.
-            raise IncorrectLookupParameters("a NUL byte in the query")
-        return super().get_changelist_instance(request)
-
-
-def _shown(value: object) -> str:
-    """A job's arguments (or an audit record's change) as the page shows them: JSON, with what
-    the secret patterns and ``REDACT_PATTERNS`` match hidden; ``-`` for nothing."""
-    if value is None:
-        return "-"
-    return shown_json(value, get_settings().REDACT_PATTERNS)
-
-
-# JSON fields a page shows redacted, never raw: the field, and what shows it instead.
-_REDACTED_FIELDS = {"args": "arguments", "result": "returned"}
-
-
-class ShowsArguments:
-    """A page of a model with arguments (``args``), and an occurrence's ``result``: they are
-    shown redacted (``arguments``, ``returned``), never as the raw field."""
-
-    exclude: ClassVar[list[str] | tuple[str, ...] | None] = list(_REDACTED_FIELDS)
-
-    @staticmethod
-    def arguments_shown(fields: list[str]) -> list[str]:
-        """The model's read-only fields, each JSON field by what shows it redacted."""
-        return [_REDACTED_FIELDS.get(name, name) for name in fields]
-
-    @admin.display(description="arguments")
-    def arguments(self, obj: Schedule | Occurrence) -> str:
-        return _shown(obj.args)
-
-    @admin.display(description="result")
-    def returned(self, obj: Occurrence) -> str:
-        """What the handler returned, with the completion."""
-        return _shown(obj.result)
-
-
-class ScopedAdmin(GuardedAdmin):
-    """Querysets limited to what the user may view, through each row's schedule."""
-
-    schedule_path = "schedule"
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        visible = permissions.visible(request.user).values("pk")
-        return super().get_queryset(request).filter(**{f"{self.schedule_path}__in": visible})
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_staff)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        if obj is None:
-            return self.has_module_permission(request)
-        schedule = obj if isinstance(obj, Schedule) else getattr(obj, self.schedule_path)
-        return permissions.allowed(request.user, "view", schedule)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
@@ -255,6 +94,41 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
     list_filter = ["status", "enabled", "tenant", "operating_owner"]
     search_fields = ["key", "job", "tenant"]
     actions = ["disable_schedules", "enable_schedules", "run_now"]
+
+    def get_urls(self) -> list[URLPattern]:
+        """The console's pages (``django_jobs.console.views``), before the model's own: the
+        dashboard, the form of a run-time schedule, pausing a tenant."""
+        site = self.admin_site.admin_view
+        return [
+            path("dashboard/", site(self.dashboard_view), name="django_jobs_dashboard"),
+            path("tenant/", site(self.tenant_view), name="django_jobs_tenant"),
+            path(
+                "<path:object_id>/edit/",
+                site(self.edit_view),
+                name="django_jobs_schedule_edit",
+            ),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return console.dashboard(self, request)
+
+    def tenant_view(self, request: HttpRequest) -> HttpResponse:
+        return console.tenant(self, request)
+
+    def edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        return console.schedule_form(self, request, object_id)
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """A run-time schedule, made from the console's form through the service layer."""
+        return console.schedule_form(self, request, None)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Whether the user may create a schedule in some tenant (``add_schedule``, or a
+        ``change`` grant on a tenant); the service checks the tenant the form names."""
+        return permissions.may_create_somewhere(request.user)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         newest = Occurrence.objects.filter(schedule=OuterRef("pk")).order_by("-scheduled_at")
@@ -358,7 +232,7 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
             return f"{verb} {schedule}."
 
         form_class = RunNowForm if service is services.run_now else ReasonForm
-        return _confirmed(
+        return confirmed_action(
             self, request, queryset, title=title, perform=perform, form_class=form_class
         )
 
@@ -419,7 +293,7 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER  # a facet is a count per choice over the rows
     inlines = [AttemptInline]
-    actions = ["replay"]
+    actions = ["replay", "cancel"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # Always true, and what lets the list walk the indexes made for it (NEWEST_FIRST_GUARD).
@@ -432,7 +306,6 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
     ) -> tuple[QuerySet[Any], bool]:
         return search_occurrences(queryset, request.user, search_term), False
-
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return self.arguments_shown([f.name for f in Occurrence._meta.fields])
@@ -451,7 +324,27 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
             )
             return f"Replayed {occurrence.pk}: attempt {replayed.attempts + 1} is due now."
 
-        return _confirmed(self, request, queryset, title="Replay occurrences", perform=perform)
+        return confirmed_action(
+            self, request, queryset, title="Replay occurrences", perform=perform
+        )
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return permissions.may_any(request.user, "disable")
+
+    @admin.action(
+        description="Cancel selected occurrences (waiting: never run; running: its lease ends)",
+        permissions=["cancel"],
+    )
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
+        def perform(occurrence: Occurrence, data: dict[str, Any]) -> str:
+            services.cancel(
+                occurrence, actor=request.user, reason=data["reason"], now=services.now()
+            )
+            return f"Cancelled {occurrence.pk}."
+
+        return confirmed_action(
+            self, request, queryset, title="Cancel occurrences", perform=perform
+        )
 
 
 @admin.register(AuditRecord)
@@ -495,11 +388,11 @@ class AuditRecordAdmin(GuardedAdmin):
     @admin.display(description="before")
     def before_shown(self, obj: AuditRecord) -> str:
         """What the action changed, as it was: a job's arguments among it, redacted."""
-        return _shown(obj.before)
+        return redacted(obj.before)
 
     @admin.display(description="after")
     def after_shown(self, obj: AuditRecord) -> str:
-        return _shown(obj.after)
+        return redacted(obj.after)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -513,14 +406,18 @@ class AuditRecordAdmin(GuardedAdmin):
 
 @admin.register(Replica)
 class ReplicaAdmin(GuardedAdmin):
+    """The fleet: every replica's host, process and heartbeat. Not a tenant's to see: staff
+    need ``django_jobs.view_replica`` (a permission of its own, model-wide)."""
+
     list_display = ["id", "host", "pid", "state", "heartbeat_at", "concurrency", "running"]
     list_filter = ["state", "host"]
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_active and request.user.is_staff)
+        return self.has_module_permission(request)
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_staff)
+        user = request.user
+        return bool(user.is_active and user.is_staff and user.has_perm("django_jobs.view_replica"))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

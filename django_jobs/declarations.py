@@ -390,5 +390,9 @@ class Declared:
     def all(self) -> list[Declaration]:
         return [self._items[k] for k in sorted(self._items)]
 
+    def get(self, tenant: str, key: str) -> Declaration | None:
+        """The declaration of (tenant, key) this process imported, if any."""
+        return self._items.get((tenant, key))
+
 
 declared = Declared()

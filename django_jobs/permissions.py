@@ -77,6 +77,16 @@ def may_create(user: Any, tenant: str) -> bool:
     return TenantGrant.objects.filter(group__user=user, tenant=tenant, permission="change").exists()
 
 
+def may_create_somewhere(user: Any) -> bool:
+    """Whether ``user`` may create a schedule in at least one tenant (the admin offers its
+    form only then; the tenant the form names is checked by ``may_create``)."""
+    if not getattr(user, "is_active", False):
+        return False
+    if user.has_perm("django_jobs.add_schedule"):
+        return True
+    return TenantGrant.objects.filter(group__user=user, permission="change").exists()
+
+
 def require_create(user: Any, tenant: str, label: str) -> None:
     if not may_create(user, tenant):
         raise Forbidden(

@@ -276,15 +276,20 @@ def test_audit_records_cannot_be_added_changed_or_deleted_even_by_a_superuser(ro
     assert snapshot() == before
 
 
-def test_schedules_and_occurrences_cannot_be_added_or_deleted_even_by_a_superuser(
+def test_schedules_and_occurrences_cannot_be_deleted_nor_occurrences_added_by_a_superuser(
     root,
     schedules,
     dead,
 ) -> None:
+    """A schedule is added only through the console's form (the service layer): a post of
+    the model's own fields there, without what the form needs, writes nothing."""
     acme, _ = schedules
     before = snapshot()
+    assert root.get(url("occurrence", "add")).status_code == 403
+    forged = root.post(url("schedule", "add"), {"tenant": "acme", "key": "forged", "job": "x"})
+    assert forged.status_code == 200  # the form again, with its errors
+    assert "This field is required." in forged.content.decode()
     for model, pk in [("schedule", acme.pk), ("occurrence", dead["acme"].pk)]:
-        assert root.get(url(model, "add")).status_code == 403
         assert root.post(url(model, "delete", pk), {"post": "yes"}).status_code == 403
         bulk = root.post(
             url(model, "changelist"),

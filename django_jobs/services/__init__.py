@@ -23,6 +23,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
 - ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
 - ``health``: ``replica_health``;
+- ``dashboard``: ``dashboard`` (the console's page: replicas, due work, schedules' lines, a chart);
 - ``metrics``: ``fleet_metrics`` (what a Prometheus scrape reports, fleet-wide);
 - ``timeline``: ``now``, the instant interfaces pass to the others;
 - ``rows``: reading the rows a service decides with, and its audit record.
@@ -30,6 +31,9 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 
 from __future__ import annotations
 
+from .dashboard import DEFAULT_WINDOW as dashboard_window
+from .dashboard import WINDOWS as DASHBOARD_WINDOWS
+from .dashboard import Dashboard, dashboard
 from .health import PARKED_SHOWN, HealthReport, replica_health
 from .inspection import (
     ScheduleReport,
@@ -57,6 +61,7 @@ from .tenants import TENANT_PAUSE, pause_tenant, resume_tenant
 from .timeline import now
 
 __all__ = [
+    "DASHBOARD_WINDOWS",
     "DISABLED_FIELDS",
     "DUE_COUNT_CAP",
     "DURATION_BUCKETS",
@@ -66,12 +71,15 @@ __all__ = [
     "TENANT_PAUSE",
     "TIMING_FIELDS",
     "Buckets",
+    "Dashboard",
     "FleetMetrics",
     "HealthReport",
     "ScheduleReport",
     "ScheduleSummary",
     "SyncReport",
     "cancel",
+    "dashboard",
+    "dashboard_window",
     "disable",
     "enable",
     "find_occurrence",

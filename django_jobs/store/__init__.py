@@ -25,6 +25,7 @@ from ._sql import TENANT_MISMATCH, WORKER_LOST
 from .claims import RUN_FIELDS, claim_runs
 from .clock import database_clock
 from .completion import complete, dead_letter, excuse_outage, fail, record_result, release
+from .console import due_work, outcomes_by_bucket, schedule_lines
 from .declared import copy_in, reserve_schedule_ids
 from .enqueue import EnqueueWrite, enqueue
 from .leases import hold, mark_started, renew
@@ -114,6 +115,7 @@ __all__ = [
     "dead_letters",
     "declare_gone",
     "due_backlog",
+    "due_work",
     "enqueue",
     "excuse_outage",
     "fail",
@@ -127,6 +129,7 @@ __all__ = [
     "next_wakeup",
     "notify",
     "oldest_due",
+    "outcomes_by_bucket",
     "park",
     "park_unplannable",
     "park_unreadable",
@@ -148,6 +151,7 @@ __all__ = [
     "replay",
     "reserve_schedule_ids",
     "retire_one_offs",
+    "schedule_lines",
     "schedules_with_limits",
     "step_done",
     "try_retention_lock",

@@ -2,7 +2,9 @@
 -- schedules a user may see. {visible} and {visible_schedule} are the permission filter
 -- (empty for a user who sees every schedule, else a test of the id against %(ids)s).
 -- Every statement reads an index range: the due index, the scheduled_at index over the
--- window, or one schedule's (schedule, scheduled_at) indexes; none counts the whole table.
+-- window (django_jobs_occurrence_newest, whose always-true condition fencing_token >= 0 a
+-- window statement repeats so that it may use it), or one schedule's (schedule,
+-- scheduled_at) indexes; none counts the whole table.
 
 -- name: due
 -- Due work not started (scheduled, or failed and waiting for its retry): how much, counted
@@ -21,7 +23,7 @@ SELECT width_bucket(extract(epoch FROM scheduled_at), %(since_epoch)s, %(now_epo
                     %(buckets)s) AS bucket,
        state, count(*) AS occurrences
 FROM {occurrence}
-WHERE scheduled_at >= %(since)s AND scheduled_at < %(now)s {visible}
+WHERE scheduled_at >= %(since)s AND scheduled_at < %(now)s AND fencing_token >= 0 {visible}
 GROUP BY 1, 2
 
 -- name: lines
@@ -40,7 +42,7 @@ WITH win AS (
            percentile_cont(0.99) WITHIN GROUP (
                ORDER BY extract(epoch FROM started_at - scheduled_at)) AS late_p99
     FROM {occurrence}
-    WHERE scheduled_at >= %(since)s AND scheduled_at < %(now)s {visible}
+    WHERE scheduled_at >= %(since)s AND scheduled_at < %(now)s AND fencing_token >= 0 {visible}
     GROUP BY schedule_id
 ),
 page AS (
