@@ -121,6 +121,19 @@ def state_seen_by_another_connection(occurrence_id: Any) -> str | None:
         other.close()
 
 
+def heartbeat(replica_id: str, clock: Any) -> Heartbeat:
+    """A replica's heartbeat as the worker makes it: declaring silent replicas gone."""
+    return Heartbeat(
+        replica_id=replica_id,
+        clock=clock,
+        started_at=clock.now(),
+        concurrency=1,
+        inflight=InFlight(),
+        every=timedelta(seconds=5),
+        lease=LEASE,
+    )
+
+
 # --- dead: once, after commit, and the example's e-mail --------------------------------------
 
 
@@ -344,20 +357,9 @@ def test_a_silent_replica_is_declared_gone_once(
     events = received(signals.replica_gone)
     clock.set(T0 + timedelta(minutes=5))
 
-    def heartbeat(replica_id: str) -> Heartbeat:
-        return Heartbeat(
-            replica_id=replica_id,
-            clock=clock,
-            started_at=clock.now(),
-            concurrency=1,
-            inflight=InFlight(),
-            every=timedelta(seconds=5),
-            lease=LEASE,
-        )
-
     with django_capture_on_commit_callbacks(execute=True):
-        heartbeat("a").beat(ReplicaState.RUNNING)
-        heartbeat("b").beat(ReplicaState.RUNNING)  # a second replica notices: nothing more
+        heartbeat("a", clock).beat(ReplicaState.RUNNING)
+        heartbeat("b", clock).beat(ReplicaState.RUNNING)  # a second replica notices: nothing more
     assert events == [
         ReplicaEvent(
             replica_id="silent",
@@ -384,15 +386,7 @@ def test_without_receivers_nothing_is_built_or_declared(
     clock.set(T0 + timedelta(minutes=5))
     with django_capture_on_commit_callbacks() as callbacks:
         worker.run_pass()
-        Heartbeat(
-            replica_id="a",
-            clock=clock,
-            started_at=clock.now(),
-            concurrency=1,
-            inflight=InFlight(),
-            every=timedelta(seconds=5),
-            lease=LEASE,
-        ).beat(ReplicaState.RUNNING)
+        heartbeat("a", clock).beat(ReplicaState.RUNNING)
     assert callbacks == []
     assert Replica.objects.get(id="silent").state == ReplicaState.RUNNING
 
