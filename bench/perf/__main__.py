@@ -16,6 +16,7 @@ from typing import Any
 
 from ..postgres import ROOT, Database
 from . import (
+    adminpages,
     bigtable,
     catchup,
     ceiling,
@@ -44,6 +45,7 @@ SCENARIOS = (
     "floor",
     "enqueue",
     "priority",
+    "admin",
 )
 
 
@@ -117,6 +119,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=[100_000, 10_000_000],
         help="priority scenario: due rows in the backlog the claim walks",
     )
+    parser.add_argument(
+        "--admin-rows",
+        type=int,
+        nargs="+",
+        default=[10_000, 10_000_000],
+        help="admin scenario: sizes of the occurrence table its pages are rendered at",
+    )
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument(
         "--floor-batch",
@@ -152,6 +161,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.declared, args.lead = [20], 3
         args.enqueue_jobs = 50
         args.priority_rows = [2000]
+        args.admin_rows = [1000, 20_000]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -500,6 +510,12 @@ def main(argv: list[str] | None = None) -> int:
     if "priority" in args.scenarios:
         for rows in args.priority_rows:
             record("priority", priorities.run(db, rows=rows))
+    if "admin" in args.scenarios:
+        for rows in args.admin_rows:
+            for row in adminpages.run(db, rows=rows):
+                record("admin", row)
+        for row in adminpages.ratios(results.get("admin", [])):
+            record("admin ratio", row)
     report = {
         "at": datetime.now(UTC).isoformat(),
         "postgres": server,

@@ -18,8 +18,13 @@ DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = "perf-" + o
 if os.environ.get("PERF_PREPARED") == "1":  # --prepared: the setting docs/worker.md documents
     DATABASES["default"]["OPTIONS"].update({"server_side_binding": True, "prepare_threshold": 5})
 INSTALLED_APPS = [
+    # The admin pages scenario (bench/perf/adminpages.py) renders the admin in-process.
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
     "guardian",
     "django_jobs",
     "bench.perf.app",
@@ -31,6 +36,27 @@ AUTHENTICATION_BACKENDS = [
     "guardian.backends.ObjectPermissionBackend",
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+ROOT_URLCONF = "bench.perf.urls"
+ALLOWED_HOSTS = ["testserver"]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "static/"
 DJANGO_JOBS = {
     "LEASE_SECONDS": 30,
     "HEARTBEAT_SECONDS": 5,
