@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from ._sql import CLAIMABLE_IN, _loadable, _named_rows, load_queries
+from django.db import transaction
+
+from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _rows, load_queries
 
 QUERIES = load_queries(
     "metrics",
@@ -65,16 +67,18 @@ def recent_window(
 ) -> Window:
     """The occurrences scheduled in ``(since, now]``: rows by state, start lateness and run
     duration in buckets of upper bounds ``lateness_le`` and ``duration_le`` (seconds), and the
-    ``lease_lost`` and ``fenced_out`` attempts among them. One statement."""
-    rows = _named_rows(
-        QUERIES["recent"],
-        {
-            "since": since,
-            "now": now,
-            "lateness_le": list(lateness_le),
-            "duration_le": list(duration_le),
-        },
-    )
+    ``lease_lost`` and ``fenced_out`` attempts among them. One statement, JIT off for it."""
+    with transaction.atomic():
+        _rows(QUERIES["no_jit"], {})
+        rows = _named_rows(
+            QUERIES["recent"],
+            {
+                "since": since,
+                "now": now,
+                "lateness_le": [float(b) for b in lateness_le],
+                "duration_le": [float(b) for b in duration_le],
+            },
+        )
     found: dict[str, dict[str, float]] = {}
     for row in rows:
         found.setdefault(row.kind, {})[row.label] = float(row.value)
@@ -87,12 +91,17 @@ def recent_window(
 
 
 def _buckets(found: dict[str, float], le: Sequence[float]) -> Buckets:
-    """The statement's rows of one distribution (labels: each bound as text, ``count``,
-    ``sum``) as ``Buckets``; a bound without a row (an empty window) counted nothing."""
-    by_bound = {float(label): n for label, n in found.items() if label not in {"count", "sum"}}
+    """The statement's rows of one distribution as cumulative ``Buckets``: label ``i`` counts
+    the values above ``i`` of the bounds and at most the next (``len(le)``: above them all);
+    label ``sum`` adds them up."""
+    by_bucket = {int(label): int(n) for label, n in found.items() if label != "sum"}
+    counts, running = [], 0
+    for i in range(len(le)):
+        running += by_bucket.get(i, 0)
+        counts.append(running)
     return Buckets(
         le=tuple(le),
-        counts=tuple(int(by_bound.get(float(bound), 0)) for bound in le),
-        count=int(found.get("count", 0)),
+        counts=tuple(counts),
+        count=sum(by_bucket.values()),
         total=found.get("sum", 0.0),
     )
