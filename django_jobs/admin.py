@@ -214,6 +214,7 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
             extra["summary"] = services.schedule_summary(
                 schedule, actor=request.user, now=services.now()
             )
+            extra.update(console.editing(request, schedule))
         return super().change_view(request, object_id, form_url, extra)
 
     def _act(

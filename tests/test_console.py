@@ -169,6 +169,8 @@ def test_create_then_edit_a_run_time_schedule_audited_before_and_after(root) -> 
     assert AuditRecord.objects.get(action="schedule.created").reason == "new report"
 
     edit = reverse("admin:django_jobs_schedule_edit", args=[schedule.pk])
+    page = root.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
+    assert f'href="{edit}" class="jobs-edit"' in page.content.decode()
     shown = root.get(edit).content.decode()
     assert 'value="0 6 * * *"' in shown  # the form holds the record
     post(root, edit, form_data(cron="30 7 * * 1-5", reason="weekdays only"))
@@ -206,6 +208,9 @@ def test_a_local_zone_needs_its_reason_as_a_declaration_does(root) -> None:
 
 def test_a_declared_schedule_is_not_edited_in_the_admin_and_says_where_it_is(root) -> None:
     schedule = ScheduleFactory.create(tenant="", key="billing.nightly-statements", origin="code")
+    page = root.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
+    assert "Declared in code (example_project.billing.schedules)" in page.content.decode()
+    assert "jobs-edit" not in page.content.decode()
     response = root.get(reverse("admin:django_jobs_schedule_edit", args=[schedule.pk]), follow=True)
     assert "is declared in code (example_project.billing.schedules)" in response.content.decode()
 

@@ -70,6 +70,17 @@ def declared_in(schedule: Schedule) -> str:
     return found.module if found is not None and found.module else "its app's schedules.py"
 
 
+def editing(request: HttpRequest, schedule: Schedule) -> dict[str, str]:
+    """What a schedule's page says about changing it: where a declared one is declared
+    (``declared_in``), or the link to a run-time one's form for a user who may change it
+    (``edit_url``)."""
+    if schedule.origin == Origin.CODE:
+        return {"declared_in": declared_in(schedule)}
+    if schedule.origin == Origin.RUNTIME and permissions.allowed(request.user, "change", schedule):
+        return {"edit_url": reverse("admin:django_jobs_schedule_edit", args=[schedule.pk])}
+    return {}
+
+
 def schedule_form(modeladmin: Any, request: HttpRequest, object_id: str | None) -> HttpResponse:
     """Create a run-time schedule (``object_id`` None) or change one, through
     ``services.upsert_schedule``; a schedule declared in code is refused here, naming where
