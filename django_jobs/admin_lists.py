@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
@@ -26,7 +26,6 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils import timezone
 from django.utils.functional import cached_property
 
 from . import permissions, services
@@ -144,24 +143,31 @@ class ScheduleFilter(admin.SimpleListFilter):
 
 
 def _day_start(at: datetime) -> datetime:
-    return timezone.localtime(at).replace(hour=0, minute=0, second=0, microsecond=0)
+    """The start of ``at``'s day in UTC: nothing here depends on the server's or Django's zone."""
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _month(at: datetime) -> tuple[datetime, datetime]:
+    """``at``'s month in UTC: its first instant, and the next month's."""
+    first = _day_start(at).replace(day=1)
+    return first, (first + timedelta(days=32)).replace(day=1)
 
 
 # Each choice of ScheduledFilter: (value, label, the range [from, to) given now; None: open).
 _RANGES: list[tuple[str, str, Any]] = [
     ("1h", "Past hour", lambda now: (now - timedelta(hours=1), now)),
     ("24h", "Past 24 hours", lambda now: (now - timedelta(hours=24), now)),
-    ("today", "Today", lambda now: (_day_start(now), None)),
+    ("today", "Today", lambda now: (_day_start(now), _day_start(now) + timedelta(days=1))),
     ("7d", "Past 7 days", lambda now: (now - timedelta(days=7), now)),
-    ("month", "This month", lambda now: (_day_start(now).replace(day=1), None)),
+    ("month", "This month", lambda now: _month(now)),
     ("ahead", "Planned ahead", lambda now: (now, None)),
 ]
 
 
 class ScheduledFilter(admin.SimpleListFilter):
     """When occurrences were (or are) scheduled, relative to now (``services.now()``): each
-    choice is one range of the ``scheduled_at`` index. Days and months are those of Django's
-    current time zone, as the list shows its instants. Any range: ``?scheduled_at__gte=...``
+    choice is one range of the ``scheduled_at`` index. Days and months are UTC's (nothing in
+    django_jobs depends on a configured zone). Any range: ``?scheduled_at__gte=...``
     and ``?scheduled_at__lt=...``."""
 
     title = "scheduled"

@@ -106,6 +106,10 @@ def test_the_date_filter_is_a_range_from_the_injected_now(root, rows) -> None:
         assert listed(root, "?scheduled=1h") == ids(rows, "acme+3", "acme+2", "acme+1")
         assert listed(root, "?scheduled=ahead") == ids(rows, "globex+4")
         assert listed(root, "?scheduled=7d") == ids(rows, "acme+3", "acme+2", "acme+1", "dead")
+        # UTC's day and month (1 March): the dead one, on 28 February, is in neither.
+        today = ids(rows, "globex+4", "acme+3", "acme+2", "acme+1")
+        assert listed(root, "?scheduled=today") == today
+        assert listed(root, "?scheduled=month") == today
     since = urlencode({"scheduled_at__gte": (T0 + timedelta(minutes=3)).isoformat()})
     assert listed(root, f"?{since}") == ids(rows, "globex+4", "acme+3")
 
