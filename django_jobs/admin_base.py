@@ -45,17 +45,22 @@ class RunNowForm(ReasonForm):
     )
 
     def clean_args(self) -> dict[str, Any] | None:
-        text = self.cleaned_data["args"].strip()
-        if not text:
-            return None
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"arguments: not JSON: {exc}") from None
-        kept, problem = arguments(value)
-        if problem is not None:
-            raise forms.ValidationError(f"arguments: {problem}")
-        return kept
+        return json_arguments(self.cleaned_data["args"])
+
+
+def json_arguments(text: str) -> dict[str, Any] | None:
+    """A job's arguments typed in a form: a JSON object, checked as a declaration's are;
+    None for nothing typed. Refused with ``arguments: <why>``."""
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise forms.ValidationError(f"arguments: not JSON: {exc}") from None
+    kept, problem = arguments(value)
+    if problem is not None:
+        raise forms.ValidationError(f"arguments: {problem}")
+    return kept
 
 
 def confirmed_action(

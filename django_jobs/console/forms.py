@@ -14,13 +14,14 @@ from typing import Any
 from django import forms
 from django.utils.dateparse import parse_duration
 
+from ..admin_base import json_arguments
 from ..declarations import Declaration, InvalidSchedule, schedule
 from ..models import Limit, Schedule, ScheduleStatus
 from ..registry import registry
 from ..scheduling import crons, elapsed, rrules
 from ..scheduling.calendars import Calendar
 from ..scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime, TimingKind
-from ..validation import REASON_MAX_CHARS, arguments
+from ..validation import REASON_MAX_CHARS
 
 DURATION_HELP = "[DD] [HH:[MM:]]SS, as Django's DurationField: 00:05:00 is five minutes"
 INSTANT_HELP = "ISO 8601, in UTC unless an offset is given: 2027-03-14T09:00"
@@ -208,18 +209,7 @@ class ScheduleForm(forms.Form):
         return [(heading, [self[name] for name in names]) for heading, names in SECTIONS]
 
     def clean_args(self) -> dict[str, Any]:
-        text = self.cleaned_data["args"].strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from None
-        kept, problem = arguments(value)
-        if problem is not None:
-            raise forms.ValidationError(problem)
-        assert kept is not None
-        return kept
+        return json_arguments(self.cleaned_data["args"]) or {}
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
