@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import django
 import environ
 import structlog
 
@@ -95,7 +96,10 @@ DJANGO_JOBS = {
 }
 # The example's e-mail goes to the terminal. Record owners that are team names, not
 # addresses, are mapped here (others get <owner>@example.com): billing/alerts.py.
-EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
+if django.VERSION >= (6, 1):  # Django 6.1's MAILERS replace EMAIL_BACKEND (gone in 7.0)
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.console.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 DEFAULT_FROM_EMAIL = "jobs@example.com"
 TEAM_EMAILS = {"team-billing": "billing-team@example.com"}
 

@@ -6,6 +6,7 @@ starts a throwaway embedded PostgreSQL and points the tests at it.
 
 from __future__ import annotations
 
+import django
 import environ
 
 env = environ.Env()
@@ -76,3 +77,8 @@ TASKS = {
         "OPTIONS": {"MAX_ATTEMPTS": 3, "BACKOFF_SECONDS": 0, "OWNER": "team-tests"},
     }
 }
+
+# Django 6.1 replaces EMAIL_BACKEND with MAILERS and warns when mail is sent without them (the
+# example's dead-letter e-mail, tests/test_alerts.py); the test runner makes each one locmem.
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
