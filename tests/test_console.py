@@ -92,6 +92,9 @@ def test_the_dashboard_shows_each_schedules_outcome_streak_lateness_and_dead_let
     assert cells[7] == "2"
     assert line(page, "acme/a.healthy")[2:5] == ["completed", "0", "2 / 0 / 0"]
     assert re.search(r'id="jobs-due"><strong>1</strong>', page)
+    # In UTC, never in Django's TIME_ZONE (Pacific/Chatham in the tests).
+    since = T0 - timedelta(hours=24)
+    assert f"from {since:%Y-%m-%d %H:%M} to {T0:%Y-%m-%d %H:%M} UTC" in page
     assert re.search(r'id="jobs-due-age"><strong>0:05:00</strong>', page)
     assert page.count('class="jobs-bar jobs-dead"') == 2  # two buckets hold a dead letter
     assert "<script" not in page.split('id="jobs-chart"')[1].split("</svg>")[0]
