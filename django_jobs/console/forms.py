@@ -133,10 +133,10 @@ class ScheduleForm(forms.Form):
     tenant = forms.CharField(required=False, max_length=100)
     key = forms.CharField(max_length=200)
     job = forms.ChoiceField()
-    timing_kind = forms.ChoiceField(label="timing", choices=KINDS)
+    timing_kind = forms.ChoiceField(label="Timing", choices=KINDS)
     cron = forms.CharField(required=False, help_text="five fields: 0 9 * * 1-5")
     rrule = forms.CharField(
-        label="calendar rule",
+        label="Calendar rule",
         required=False,
         help_text="RFC 5545: FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18",
     )
@@ -156,11 +156,11 @@ class ScheduleForm(forms.Form):
     )
     interval = DurationText(required=False, help_text=DURATION_HELP)
     anchor = InstantText(required=False, help_text=f"interval phase; {INSTANT_HELP}")
-    run_at = InstantText(label="run at", required=False, help_text=INSTANT_HELP)
+    run_at = InstantText(label="Run at", required=False, help_text=INSTANT_HELP)
     delay = DurationText(required=False, help_text=f"after creation; {DURATION_HELP}")
 
     args = forms.CharField(
-        label="arguments",
+        label="Arguments",
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
         help_text="a JSON object the job gets as run.args",
@@ -175,10 +175,10 @@ class ScheduleForm(forms.Form):
     max_backoff = DurationText(initial="00:10:00", help_text=DURATION_HELP)
     timeout = DurationText(initial="00:15:00", help_text=DURATION_HELP)
     keep_for = DurationText(
-        label="keep occurrences for", required=False, help_text=f"retention; {DURATION_HELP}"
+        label="Keep occurrences for", required=False, help_text=f"retention; {DURATION_HELP}"
     )
     keep_last = forms.IntegerField(
-        label="or keep the last", required=False, min_value=1, help_text="occurrences"
+        label="Or keep the last", required=False, min_value=1, help_text="occurrences"
     )
 
     operating_owner = forms.CharField(max_length=200)
