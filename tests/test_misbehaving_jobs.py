@@ -254,9 +254,15 @@ def test_session_state_left_by_one_run_is_gone_for_the_next(
     reader = due_occurrence("proc.leak_reader", late_by=timedelta(minutes=10))
     replica = start("isolating", concurrency=1, env={"JOBS_TEST_LEAK_ROLE": leak_role})
     seen_path = tmp_path / f"seen-{reader.pk}.json"
-    wait_until(seen_path.exists, timeout=30, what="the reader to run")
+    sequence = tmp_path / "sequence"
+    # The reader notes what it saw, then appends to the sequence: wait for the second.
+    wait_until(
+        lambda: sequence.exists() and f"reader {reader.pk}" in sequence.read_text(),
+        timeout=30,
+        what="the reader to run",
+    )
 
-    assert (tmp_path / "sequence").read_text().splitlines() == [
+    assert sequence.read_text().splitlines() == [
         f"leaker {leaker.pk}",  # it got through every statement, before the reader ran
         f"reader {reader.pk}",
     ]
