@@ -9,6 +9,7 @@ import os
 import random
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,8 @@ from typing import Any
 from django_jobs.contrib import embedded
 
 from ..postgres import ROOT, Database
-from .faults import Injector
+from .failover import HADatabase
+from .faults import WEIGHTS, Injector
 from .hostile import ALL_SHAPES, SHAPES, undecided
 from .invariants import check_all
 from .replicas import Slot, Supervisor, wait_for, worker_env
@@ -84,6 +86,28 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="the peak resident memory a replica life may reach, in MiB",
     )
     parser.add_argument(
+        "--ha",
+        choices=("sync", "async"),
+        default=None,
+        help="run the database on a primary and a streaming standby (bench.ha.HAPair) with"
+        " synchronous or asynchronous replication, and inject failovers (default: one"
+        " embedded server, or DATABASE_URL's)",
+    )
+    parser.add_argument(
+        "--failover-weight",
+        type=float,
+        default=WEIGHTS["failover"],
+        help="with --ha, the failover fault's weight in the draw (sigkill's is 3)",
+    )
+    parser.add_argument(
+        "--ha-ports",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("P1", "P2"),
+        help="the pair's two TCP ports (default: two free ones)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -92,7 +116,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1, 1_000_000)
-    args.out = args.out or ROOT / "bench" / "results" / f"chaos-seed{args.seed}"
+    suffix = f"-ha-{args.ha}" if args.ha else ""
+    args.out = args.out or ROOT / "bench" / "results" / f"chaos-seed{args.seed}{suffix}"
     return args
 
 
@@ -155,11 +180,47 @@ def main(argv: list[str] | None = None) -> int:
         command += f" --seed {args.seed}"
     log(f"seed {args.seed} (replay with: {command})")
     rng = random.Random(args.seed)
-    db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
+    if args.ha:
+        db: Database = ha_database(args)
+    else:
+        db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
     try:
         return campaign(args, rng, db, command)
     finally:
         release(db)
+
+
+def free_ports(n: int) -> tuple[int, ...]:
+    """``n`` TCP ports nobody listens on now (two campaigns at once each get their own)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return tuple(sock.getsockname()[1] for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def ha_database(args: argparse.Namespace) -> HADatabase:
+    """A primary and a streaming standby of their own, under ``.embedded-pg/`` (deleted
+    afterwards), each campaign in its own folder and on its own ports."""
+    from ..ha import HAPair
+
+    root = ROOT / ".embedded-pg" / f"chaos-ha-{args.ha}-{args.seed}"
+    shutil.rmtree(root, ignore_errors=True)
+    ports = tuple(args.ha_ports) if args.ha_ports else free_ports(2)
+    pair = HAPair(root, mode=args.ha, ports=(ports[0], ports[1]))
+    db = HADatabase(pair, root, args.ha)
+    try:
+        pair.start()
+        pair.wait_writable(120)
+        pair.wait_streaming(120)
+    except BaseException:
+        db.release()
+        raise
+    log(f"HA pair ({args.ha}): primary :{pair.primary_port}, standby :{pair.standby_port}")
+    return db
 
 
 def release(db: Database) -> None:
@@ -169,6 +230,9 @@ def release(db: Database) -> None:
     ``pg_restart`` fault it is not, and its clean-up deletes the folder from under a server
     that then runs on.
     """
+    if isinstance(db, HADatabase):
+        db.release()
+        return
     if db.pgdata is None:
         return  # a database on the DATABASE_URL server: not ours to stop
     try:
@@ -215,9 +279,16 @@ class Enqueuer:
         return self.committed.read_text().split() if self.committed.exists() else []
 
 
+def describe(db: Database) -> str:
+    if isinstance(db, HADatabase):
+        mode = "synchronous" if db.mode == "sync" else "asynchronous"
+        return f"embedded primary + standby, {mode} replication, failovers"
+    return "embedded PostgreSQL" if db.restartable else "DATABASE_URL server"
+
+
 def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command: str) -> int:
     """Replicas under faults on ``db``, then the checks and the report; 1 if any failed."""
-    log(f"database: {'embedded, restartable' if db.restartable else 'DATABASE_URL server'}")
+    log(f"database: {describe(db)}")
     env = {
         **worker_env(db.url),
         "CHAOS_LEASE_SECONDS": str(args.lease),
@@ -237,6 +308,8 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
         outage=tuple(args.outage),
         log=log,
         hostile_shapes=tuple(args.hostile_shapes),
+        pair=db.pair if isinstance(db, HADatabase) else None,
+        failover_weight=args.failover_weight,
     )
     supervisor = Supervisor(slots, log=log)
     try:
@@ -278,6 +351,7 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
         lease_seconds=args.lease,
         grace_seconds=args.grace,
         max_rss_mib=args.max_rss_mib,
+        ha=isinstance(db, HADatabase),
     )
     config = {
         "seed": args.seed,
@@ -290,7 +364,9 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
         "outage_s": list(args.outage),
         "hostile_shapes": list(args.hostile_shapes),
         "max_rss_mib": args.max_rss_mib,
-        "database": "embedded PostgreSQL" if db.restartable else "DATABASE_URL server",
+        "database": describe(db),
+        "ha": args.ha,
+        **({"failover_weight": args.failover_weight} if args.ha else {}),
         "command": command,
     }
     report = build(config=config, findings=findings, faults=injector.faults, versions=versions())

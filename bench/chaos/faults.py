@@ -8,11 +8,14 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..postgres import Database
 from .hostile import SHAPES, Intruder
 from .replicas import Slot
+
+if TYPE_CHECKING:
+    from ..ha import HAPair
 
 KINDS = (
     "sigkill",
@@ -22,8 +25,9 @@ KINDS = (
     "pg_restart",
     "clock_skew",
     "hostile_row",
+    "failover",
 )
-WEIGHTS = {
+WEIGHTS: dict[str, float] = {
     "sigkill": 3,
     "sigstop": 2,
     "sigterm": 2,
@@ -31,6 +35,8 @@ WEIGHTS = {
     "pg_restart": 1,
     "clock_skew": 1,
     "hostile_row": 2,
+    # Only with --ha (in place of pg_restart): about 12 failovers in 30 minutes.
+    "failover": 0.7,
 }
 
 
@@ -57,6 +63,8 @@ class Injector:
         outage: tuple[float, float],
         log: Callable[[str], None],
         hostile_shapes: tuple[str, ...] = SHAPES,
+        pair: HAPair | None = None,
+        failover_weight: float = WEIGHTS["failover"],
     ) -> None:
         self.rng = rng
         self.db = db
@@ -65,9 +73,14 @@ class Injector:
         self.outage = outage
         self.log = log
         self.faults: list[Fault] = []
-        kinds = [k for k in KINDS if k != "pg_restart" or db.restartable]
+        self.pair = pair
+        kinds = [
+            k
+            for k in KINDS
+            if (k != "pg_restart" or db.restartable) and (k != "failover" or pair is not None)
+        ]
         self._kinds = kinds
-        self._weights = [WEIGHTS[k] for k in kinds]
+        self._weights = [failover_weight if k == "failover" else WEIGHTS[k] for k in kinds]
         self.intruder = Intruder(rng, db, hostile_shapes)
 
     def next(self) -> Fault:
@@ -159,3 +172,10 @@ class Injector:
         at = datetime.now(UTC)
         detail = self.intruder.write()
         return Fault("hostile_row", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
+
+    def _failover(self, slot: Slot) -> Fault:
+        """Kill the primary, promote the standby, rebuild a standby (``failover.inject``)."""
+        from .failover import inject
+
+        assert self.pair is not None
+        return inject(self.pair, self.db, self.slots, self.log)

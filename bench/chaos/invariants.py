@@ -15,6 +15,7 @@ from typing import Any
 
 from django_jobs.scheduling.timings import from_record
 
+from .failover import failovers_survived, wal_tail_losses
 from .faults import Fault
 from .history import AttemptRow, Findings, Rows, attempts_by_occurrence, percentile
 from .hostile import HOSTILE, hostile_rows
@@ -57,9 +58,11 @@ def check_all(
     grace_seconds: float,
     max_rss_mib: float = 512.0,
     enqueued: list[str] | None = None,
+    ha: bool = False,
 ) -> Findings:
     """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``,
-    and the peak memory a replica life may reach."""
+    and the peak memory a replica life may reach; with ``ha`` (a campaign on a primary and
+    a standby, ``--ha``) those of failovers too (``failover``)."""
     found = Findings()
     # The campaign's own schedules, and their occurrences: not the hostile rows (checked by
     # ``hostile_rows``), not occurrences forged in another tenant's name.
@@ -105,6 +108,16 @@ def check_all(
     written = [f.detail for f in faults if f.kind == "hostile_row"]
     hostile_rows(found, db, written, lives, cutoff=cutoff)
     _replica_memory(found, lives, written, bound_mib=max_rss_mib)
+    if ha:
+        failovers_survived(found, db, faults, lives)
+        gone = sum(
+            "no occurrence row" in p for p in found.violations["every committed enqueue completed"]
+        )
+        states = {
+            str(oid): state
+            for oid, state in db.rows("SELECT id, state FROM django_jobs_occurrence")
+        }
+        wal_tail_losses(found, faults, lives, attempts, states, gone)
     return found
 
 

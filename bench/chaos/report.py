@@ -120,6 +120,8 @@ def markdown(report: dict[str, Any]) -> str:
         ("&nbsp; allowed (MiB)", "replica_peak_rss_bound_mib"),
     ]:
         lines.append(f"| {label} | {_fmt(f.get(key))} |")
+    if c.get("ha"):
+        lines += _failover_rows(c, f)
     lines += [
         "",
         "| schedule | overlap | lateness p50 (s) | p99 (s) | worst (s) |",
@@ -136,6 +138,34 @@ def markdown(report: dict[str, Any]) -> str:
         if problems:
             lines += ["", f"**{name}**:", *[f"- {p}" for p in problems[:20]]]
     return "\n".join(lines) + "\n"
+
+
+def _failover_rows(c: dict[str, Any], f: dict[str, Any]) -> list[str]:
+    """The rows of a campaign on a primary and a standby (``--ha``), and its mode's note."""
+    rows = [
+        ("failovers", "failovers"),
+        ("&nbsp; kill to writable p50 (s)", "failover_writable_s_p50"),
+        ("&nbsp; kill to writable max (s)", "failover_writable_s_max"),
+        ("&nbsp; kill to new standby streaming p50 (s)", "failover_standby_s_p50"),
+        ("&nbsp; kill to first acknowledged commit max (s)", "failover_commit_s_max"),
+        ("&nbsp; kill to every replica claiming again p50 (s)", "failover_resumed_p50_s"),
+        ("&nbsp; kill to every replica claiming again max (s)", "failover_resumed_max_s"),
+        ("&nbsp; WAL the standby never received, max (bytes)", "failover_lost_wal_bytes_max"),
+        ("&nbsp; commits the standby never received, max", "failover_lost_commits_max"),
+        ("&nbsp; lives ended by the crasher meanwhile", "failover_lives_ended_by_crasher"),
+        ("&nbsp; lives ended after a cut-off meanwhile", "failover_lives_ended_by_cut_off"),
+    ]
+    lines = [f"| {label} | {_fmt(f.get(key))} |" for label, key in rows]
+    losses = f.get("wal_tail_losses", {})
+    lines += [f"| acknowledged writes lost: {kind} | {n} |" for kind, n in losses.items()]
+    if c["ha"] == "async":
+        lines += [
+            "",
+            "Asynchronous replication: a failover loses the WAL the standby had not received,"
+            " so violations are expected and classified above (`wal_tail_losses`); the exit"
+            " code is still 1.",
+        ]
+    return lines
 
 
 def write(report: dict[str, Any], out_dir: Path) -> Path:
