@@ -297,10 +297,14 @@ def test_a_view_raising_after_enqueue_runs_nothing_one_committing_runs_once_woke
     committed_at = datetime.now(UTC)
     response = client.get("/enqueue-order/", {"order": 2})
     assert response.status_code == 200
+    # The handler completes inside run.atomic(); its result is written by the statement after
+    # (docs/enqueue.md): wait for both.
     wait_until(
-        lambda: Occurrence.objects.filter(state=OccurrenceState.COMPLETED).exists(),
+        lambda: Occurrence.objects.filter(
+            state=OccurrenceState.COMPLETED, result__isnull=False
+        ).exists(),
         timeout=15,
-        what="the committed enqueue to run, woken by its NOTIFY",
+        what="the committed enqueue to run, woken by its NOTIFY, and its result",
     )
     occurrence = Occurrence.objects.get()  # the failed view's never existed
     assert str(occurrence.pk) == response.content.decode()
