@@ -386,6 +386,7 @@ def _standby_position(standby: Node) -> str:
 
 
 _RECORD = re.compile(r"lsn: ([0-9A-F]+/[0-9A-F]+)")
+_SEGMENT = re.compile(r"[0-9A-F]{24}")
 _END = re.compile(r"invalid record length at ([0-9A-F]+/[0-9A-F]+)")
 
 
@@ -397,8 +398,15 @@ def _lsn(text: str) -> int:
 def _wal_after(pgdata: Path, start: str) -> dict[str, Any]:
     """What the killed primary wrote after ``start`` (the promoted standby's last position):
     its WAL end, the bytes and the commit records the standby never got."""
+    # The newest timeline's segments (a promoted server writes on a timeline of its own;
+    # pg_waldump reads timeline 1 unless told, and waits for segments that never come).
+    segments = [p.name for p in (pgdata / "pg_wal").iterdir() if _SEGMENT.fullmatch(p.name)]
+    timeline = str(max(int(name[:8], 16) for name in segments)) if segments else "1"
     result = subprocess.run(
-        [str(_bin() / "pg_waldump"), "--path", str(pgdata / "pg_wal"), "--start", start],
+        [
+            str(_bin() / "pg_waldump"),
+            *("--path", str(pgdata / "pg_wal"), "--start", start, "--timeline", timeline),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
