@@ -2,10 +2,10 @@
 a streaming standby (``bench.ha.HAPair``), the ``failover`` fault, and what must hold across
 failovers.
 
-The fault SIGKILLs the primary, promotes the standby and rebuilds a new standby
-(``HAPair.failover``); then it waits for every replica that was up to claim work on the new
-primary, without being restarted. Its detail keeps the pair's timings (and, in asynchronous
-mode, how much WAL the standby had not received), and per replica life its pid, whether the
+The fault stalls replication for 0-3 s, then SIGKILLs the primary, promotes the standby and
+rebuilds a new standby (``HAPair.failover``); then it waits for every replica that was up to
+claim work on the new primary, without being restarted. Its detail keeps the pair's timings
+(and how much WAL the standby had not received), and per replica life its pid, whether the
 same process was still running afterwards, and how long it took to claim again.
 
 The checks read the replicas' own logs as the witness of what they were told had committed:
@@ -17,13 +17,17 @@ standby had not received, and ``wal_tail_losses`` says what that did, failover b
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import shutil
+import signal
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
@@ -38,6 +42,8 @@ if TYPE_CHECKING:
 
 # How long, after a failover, every surviving replica has to claim work on the new primary.
 RESUME_TIMEOUT_S = 60.0
+# How long after a failover's kill a replica's log lines are still its consequences.
+AFTERMATH = timedelta(seconds=5)
 
 
 class HADatabase(Database):
@@ -46,7 +52,10 @@ class HADatabase(Database):
     primary wherever it is. Not ``restartable``: ``pg_restart`` gives way to ``failover``."""
 
     def __init__(self, pair: HAPair, root: Path, mode: str) -> None:
-        super().__init__(pair.url, pgdata=None)
+        # Without the URL's connect_timeout: the worker's LISTEN connection passes its own
+        # and a second one is a TypeError (django_jobs/worker/wakeup.py, reported in issue
+        # #20's work); each server's connect still times out at libpq's default.
+        super().__init__(_without(pair.url, "connect_timeout"), pgdata=None)
         self.pair = pair
         self.root = root
         self.mode = mode
@@ -58,14 +67,29 @@ class HADatabase(Database):
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def inject(pair: HAPair, db: Rows, slots: list[Slot], log: Callable[[str], None]) -> Fault:
-    """Fail the primary over to the standby; then wait (at most ``RESUME_TIMEOUT_S``) for each
-    replica life that was up to start an attempt on the new primary."""
+def _without(url: str, option: str) -> str:
+    parts = urlsplit(url)
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != option])
+    return urlunsplit(parts._replace(query=query))
+
+
+def inject(pair: HAPair, db: Rows, slots: list[Slot], rng: random.Random) -> Fault:
+    """Stall replication for a while (as a slow network or a busy standby does), fail the
+    primary over to the standby, then wait (at most ``RESUME_TIMEOUT_S``) for each replica
+    life that was up to start an attempt on the new primary.
+
+    The stall is a SIGSTOP of the primary's WAL sender for 0-3 s before the kill (the kill
+    takes it with the primary): with asynchronous replication the primary goes on
+    committing and what it wrote meanwhile is lost with it; with synchronous replication its
+    commits wait for the standby instead, which the replicas meet as a slow store."""
     before = {
         slot.current.name: slot.process.pid
         for slot in slots
         if slot.alive and slot.process is not None
     }
+    stall = round(rng.uniform(0.0, 3.0), 3)
+    stalled = _stall_replication(pair.url)
+    time.sleep(stall)
     at = datetime.now(UTC)
     timings = pair.failover()
     promoted = datetime.now(UTC)
@@ -92,9 +116,23 @@ def inject(pair: HAPair, db: Rows, slots: list[Slot], log: Callable[[str], None]
         }
         for name, pid in before.items()
     }
-    detail = {**timings, "replicas": replicas}
+    detail = {
+        **timings,
+        "replication_stalled_s": stall if stalled else 0.0,
+        "replicas": replicas,
+    }
     seconds = (promoted - at).total_seconds()
     return Fault("failover", "", at, seconds, detail)
+
+
+def _stall_replication(url: str) -> bool:
+    """SIGSTOP the primary's WAL senders; whether there was one to stop."""
+    with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+        pids = [pid for (pid,) in conn.execute("SELECT pid FROM pg_stat_replication")]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    return bool(pids)
 
 
 def _first_claims(db: Rows, replicas: list[str], since: datetime) -> list[tuple[str, datetime]]:
@@ -153,7 +191,14 @@ def failovers_survived(
     found.figures["failover_lives_ended_by_cut_off"] = explained["cut_off"]
     found.figures["failover_resumed_p50_s"] = _percentile(resumed, 50)
     found.figures["failover_resumed_max_s"] = max(resumed, default=None)
-    for key in ("writable_s", "standby_s", "commit_s", "lost_wal_bytes", "lost_commits"):
+    for key in (
+        "replication_stalled_s",
+        "writable_s",
+        "standby_s",
+        "commit_s",
+        "lost_wal_bytes",
+        "lost_commits",
+    ):
         values = [float(f.detail[key]) for f in failovers if f.detail.get(key) is not None]
         found.figures[f"failover_{key}_p50"] = _percentile(values, 50)
         found.figures[f"failover_{key}_max"] = max(values, default=None)
@@ -183,60 +228,54 @@ def wal_tail_losses(
 
     - ``token_granted_twice``: the database's attempt with that token belongs to another
       replica: the token was granted on the old primary, lost, and granted again;
+    - ``occurrence_lost``: the occurrence itself is gone (an enqueue went with the tail);
     - ``completion_lost_ran_again``: an acknowledged completion is gone and the occurrence
-      completed again under another attempt: it ran twice;
+      completed again by another run: it ran twice;
     - ``completion_lost_came_back``: an acknowledged completion is gone and the occurrence is
       back in an unfinished or other final state;
     - ``claim_lost``: a claim a replica ran is gone altogether (no attempt with its token).
 
-    Each is attributed to the first failover after the log line, with how long before the
-    primary's SIGKILL it was written.
+    One ``(occurrence, token, replica life)`` is classified once. Each is attributed to a
+    failover (``_attribute``), with how long before the primary's SIGKILL it was logged.
     """
     failovers = sorted((f for f in faults if f.kind == "failover"), key=lambda f: f.at)
     held = {(str(oid), row.token): row for oid, rows in attempts.items() for row in rows}
-    succeeded = {
-        str(oid): [row for row in rows if row.outcome == "succeeded"]
-        for oid, rows in attempts.items()
-    }
     kinds: Counter[str] = Counter()
     per_failover: dict[int, Counter[str]] = defaultdict(Counter)
     before_kill: list[float] = []
     problems: list[str] = []
-    seen: set[tuple[str, int, str]] = set()
+    told: dict[tuple[str, int, str], tuple[bool, datetime, str]] = {}
     for life in lives:
         for event in life.events():
             key, token = event.get("occurrence"), event.get("token")
             if key is None or token is None:
                 continue
-            completed = event.get("event") == "occurrence.completed"
-            if (key, token, "c" if completed else "") in seen:
-                continue
-            seen.add((key, token, "c" if completed else ""))
-            row = held.get((key, token))
-            if row is not None and row.replica != life.name:
-                kind = "token_granted_twice"
-            elif row is None:
-                kind = "claim_lost"
-            elif completed and row.outcome != "succeeded":
-                others = [r for r in succeeded.get(key, []) if r.token != token]
-                kind = "completion_lost_ran_again" if others else "completion_lost_came_back"
-            else:
-                continue
-            if kind == "claim_lost" and completed:
-                others = [r for r in succeeded.get(key, []) if r.token != token]
-                kind = "completion_lost_ran_again" if others else "completion_lost_came_back"
-            kinds[kind] += 1
+            done = event.get("event") == "occurrence.completed"
+            was = told.get((key, token, life.name), (False, datetime.min.replace(tzinfo=UTC), ""))
             at = _stamp(event)
-            n, gap = _attribute(failovers, at)
-            if n is not None:
-                per_failover[n][kind] += 1
-                before_kill.append(gap)
-            state = states.get(key, "absent")
-            problems.append(
-                f"{kind}: occurrence {key} token {token} ({life.name}, {event.get('event')}"
-                f" at {at:%H:%M:%S.%f}); now {state}"
-                + (f"; {gap:.3f} s before failover {n}'s kill" if n is not None else "")
+            told[(key, token, life.name)] = (
+                was[0] or done,
+                at if done or not was[0] else was[1],
+                "occurrence.completed" if done or was[0] else str(event.get("event")),
             )
+    for (key, token, name), (done, at, what) in sorted(told.items(), key=lambda i: i[1][1]):
+        kind = _classify(held.get((key, token)), name, done, states.get(key, "absent"))
+        if kind is None:
+            continue
+        kinds[kind] += 1
+        n, gap = _attribute(failovers, at)
+        if n is not None:
+            per_failover[n][kind] += 1
+            before_kill.append(gap)
+        when = (
+            f"; {abs(gap):.3f} s {'before' if gap >= 0 else 'after'} failover {n}'s kill"
+            if n is not None
+            else ""
+        )
+        problems.append(
+            f"{kind}: occurrence {key} token {token} ({name}, {what} at {at:%H:%M:%S.%f});"
+            f" now {states.get(key, 'absent')}{when}"
+        )
     kinds["enqueue_lost"] = enqueued_missing
     found.figures["wal_tail_losses"] = dict(sorted(kinds.items()))
     found.figures["wal_tail_losses_by_failover"] = {
@@ -254,16 +293,29 @@ def wal_tail_losses(
     found.check("acknowledged writes survive failover", problems)
 
 
+def _classify(row: AttemptRow | None, replica: str, completed: bool, state: str) -> str | None:
+    """What became of a claim (``completed``: and its completion) a replica was told of, with
+    ``row`` the database's attempt of that occurrence and token; None when it is there."""
+    if state == "absent":
+        return "occurrence_lost"  # the row itself went with the WAL tail: an enqueue
+    if row is not None and row.replica != replica:
+        return "token_granted_twice"
+    if completed and (row is None or row.outcome != "succeeded"):
+        return "completion_lost_ran_again" if state == "completed" else "completion_lost_came_back"
+    return "claim_lost" if row is None else None
+
+
 def _stamp(event: dict[str, Any]) -> datetime:
     at = datetime.fromisoformat(str(event.get("timestamp")).replace("Z", "+00:00"))
     return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _attribute(failovers: list[Fault], at: datetime) -> tuple[int | None, float]:
-    """The first failover whose kill came after ``at`` (within ten minutes), and how long
-    after ``at`` the kill was."""
+    """The failover a write logged at ``at`` went with: the first whose kill came after it,
+    or at most ``AFTERMATH`` before it (a replica logs what it was told during the failover
+    too), within ten minutes; and how long after ``at`` the kill was (negative: before)."""
     for n, fault in enumerate(failovers, 1):
-        if fault.at >= at - timedelta(seconds=1):
+        if fault.at >= at - AFTERMATH:
             gap = (fault.at - at).total_seconds()
             return (n, gap) if gap < 600 else (None, 0.0)
     return None, 0.0

@@ -174,8 +174,9 @@ class Injector:
         return Fault("hostile_row", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
 
     def _failover(self, slot: Slot) -> Fault:
-        """Kill the primary, promote the standby, rebuild a standby (``failover.inject``)."""
+        """Stall replication, kill the primary, promote the standby, rebuild a standby
+        (``failover.inject``)."""
         from .failover import inject
 
         assert self.pair is not None
-        return inject(self.pair, self.db, self.slots, self.log)
+        return inject(self.pair, self.db, self.slots, self.rng)

@@ -365,7 +365,7 @@ def _replica_logs(found: Findings, lives: list[Incarnation]) -> None:
 
 def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnation]) -> None:
     """Each replica logs an outage's start, at most one summary per 30 s, and the recovery."""
-    outage_kinds = ("pg_restart", "terminate_backends")
+    outage_kinds = ("pg_restart", "terminate_backends", "failover")
     problems = []
     worst = 0
     for life in lives:
