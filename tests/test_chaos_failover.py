@@ -124,3 +124,14 @@ def test_completions_lost_with_the_wal_tail_are_classified(history, tmp_path: Pa
     assert problems[0].startswith(f"completion_lost_ran_again: occurrence {second.occurrence_id}")
     assert problems[0].endswith("now completed; 2.000 s before failover 1's kill")
     assert problems[1].startswith(f"token_granted_twice: occurrence {first.occurrence_id}")
+
+
+def test_an_occurrence_gone_with_the_wal_tail_is_classified(history, tmp_path: Path):  # noqa: F811
+    first = Attempt.objects.order_by("occurrence_id").first()
+    assert first is not None
+    r1 = life(tmp_path, "r1.1", completed(first, at=19))
+    Attempt.objects.filter(occurrence_id=first.occurrence_id).delete()
+    first.occurrence.delete()
+    found = check([r1], [failover(**{"r1.1": (True, 1.0)})])
+    assert found.figures["wal_tail_losses"] == {"enqueue_lost": 0, "occurrence_lost": 1}
+    assert broken(found)[ACKNOWLEDGED][0].endswith("now absent; 1.000 s before failover 1's kill")
