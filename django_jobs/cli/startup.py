@@ -14,14 +14,14 @@ import threading
 from collections.abc import Callable, Sequence
 
 import structlog
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from .. import services
 from ..clock import Clock
 from ..declarations import Declaration
 from ..safe_error import loggable
 from ..services import SyncReport
-from ..worker.outage import STORE_OUTAGE, pass_backoff
+from ..worker.outage import call_outage, pass_backoff
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -50,12 +50,15 @@ class StartupSync(threading.Thread):
                     report = services.sync_if_changed(
                         self.declarations, now=self.clock.now(), by=self.replica
                     )
-                except STORE_OUTAGE as exc:
-                    log.warning("sync.store_unavailable", replica=self.replica, error=loggable(exc))
-                    connection.close()
-                    self.stopping.wait(backoff.next_delay())
-                    continue
                 except Exception as exc:
+                    # Out of reach, or a server that takes no writes: try again.
+                    if isinstance(exc, DatabaseError) and call_outage(exc):
+                        log.warning(
+                            "sync.store_unavailable", replica=self.replica, error=loggable(exc)
+                        )
+                        connection.close()
+                        self.stopping.wait(backoff.next_delay())
+                        continue
                     log.error(
                         "sync.failed",
                         replica=self.replica,

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 
 import structlog
-from django.db import connection, connections
+from django.db import DatabaseError, connections
 
 from .. import signals, store
 from ..clock import Clock
@@ -31,7 +31,7 @@ from ..safe_error import loggable
 from .alerts import FENCED_OUT, send_runs
 from .executor import log_scope
 from .inflight import ActiveRun
-from .outage import STORE_OUTAGE, OutageLog, Unwritten, keep_writing
+from .outage import OutageLog, Unwritten, drop_connection, keep_writing, raise_unless_outage
 from .outcomes import EXCUSED, REFUSED, Outcome, ended_by_outage
 
 log = structlog.get_logger("django_jobs.worker")
@@ -152,8 +152,9 @@ class Completer(threading.Thread):
         log.warning("lease.lost", reason="outage")
         try:
             store.excuse_outage(active.lease, now=self.clock.now())
-        except STORE_OUTAGE as exc:
-            connection.close_if_unusable_or_obsolete()
+        except DatabaseError as exc:
+            raise_unless_outage(exc)
+            drop_connection()
             if self.outage is not None:
                 self.outage.failed(exc, during="completion")
         self.on_done(active, EXCUSED)

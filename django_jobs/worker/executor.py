@@ -37,7 +37,7 @@ from ..store import Lease
 from .alerts import FENCED_OUT, send_runs
 from .inflight import ActiveRun, CancelReason
 from .invoke import call_handler
-from .outage import OutageLog, Unwritten, is_store_outage, keep_writing
+from .outage import OutageLog, Unwritten, drop_connection, is_store_outage, keep_writing
 from .outcomes import (
     EXCUSED,
     REFUSED,
@@ -210,7 +210,7 @@ def give_back_after_outage(
     error = loggable(exc, patterns=ctx.settings.REDACT_PATTERNS, max_chars=200) if exc else None
     with log_scope(active):  # also called before the run started, and from the loop
         log.warning("occurrence.outage", error_type=error_type, error=error)
-        connection.close_if_unusable_or_obsolete()  # the error may have broken this connection
+        drop_connection()  # broken, or to a server that cannot take writes
         result = _give_back(active, ctx, GiveBack.OUTAGE, until=until)
         if result == REFUSED:
             return _excuse(active, ctx, until=until)

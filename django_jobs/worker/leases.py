@@ -7,12 +7,12 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import structlog
-from django.db import connections
+from django.db import DatabaseError, connections
 
 from .. import store
 from ..clock import Clock
 from .inflight import CancelReason, InFlight
-from .outage import STORE_OUTAGE, OutageLog
+from .outage import OutageLog, drop_connection, raise_unless_outage
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -64,8 +64,9 @@ class LeaseKeeper(threading.Thread):
             kept = store.renew(
                 [r.lease for r in runs], owner=self.owner, now=now, lease_for=self.lease_for
             )
-        except STORE_OUTAGE as exc:
-            connections["default"].close_if_unusable_or_obsolete()
+        except DatabaseError as exc:
+            raise_unless_outage(exc)
+            drop_connection()
             self.outage.failed(exc, during="renewal")
             for r in runs:
                 near_expiry = now >= r.lease.expires_at - self.margin

@@ -2,8 +2,13 @@
 counted as a job failure. The worker's one outage policy: the loop, the run threads (through
 the executor), the completer and the lease keeper all take it from here.
 
-- What is an outage: ``STORE_OUTAGE`` (the errors that may mean one), ``is_store_outage`` (a
-  handler's error, looked at closely), ``pass_failure`` (a failed pass of the loop).
+- What is an outage: ``STORE_OUTAGE`` (the errors that may mean one), ``call_outage`` (an
+  error of one of the worker's own store calls: those, or a server that cannot take writes),
+  ``is_store_outage`` (a handler's error, looked at closely), ``pass_failure`` (a failed pass
+  of the loop).
+- After one: ``drop_connection`` closes the thread's connection, so the next connect chooses
+  its server again (a multi-host ``DATABASE_URL`` with ``target_session_attrs=read-write``
+  finds the new primary after a failover).
 - How often the store is tried again: ``Backoff``, with ``pass_backoff`` for the loop and
   ``write_backoff`` for outcome writes.
 - Writing through an outage: ``keep_writing`` retries a fenced write until the store answers,
@@ -23,7 +28,13 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import psycopg
 import structlog
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
 
 from ..clock import LATEST, Clock
 from ..safe_error import loggable
@@ -37,7 +48,9 @@ log = structlog.get_logger("django_jobs.worker")
 
 T = TypeVar("T")
 
-# Errors that may mean "the database cannot be reached", not "the job failed".
+# Errors that may mean "the database cannot be reached", not "the job failed". A server that
+# answers but cannot take writes raises an ``InternalError`` (SQLSTATE 25006) instead: a
+# worker's own store call catches ``DatabaseError`` and asks ``call_outage``.
 STORE_OUTAGE = (OperationalError, InterfaceError)
 
 # How a lost store is tried again: 0.5 s, 1 s, 2 s ... at most 5 s apart for the loop's passes
@@ -72,14 +85,45 @@ ECHO_QUIET = timedelta(seconds=10)
 # short whatever the driver's message holds.
 DETAIL_CHARS = 300
 
+# A server that answers but cannot take writes: a demoted primary, a standby, a server set
+# ``default_transaction_read_only`` (as failover managers do to the old primary). Django raises
+# it as ``InternalError``; its connection looks healthy (``SELECT 1`` works), so it must be
+# closed for the next connect to look for the primary.
+READ_ONLY = "25006"
 # SQLSTATEs of a store that cannot be reached or cannot take writes: class 08 (connection
 # exception), the server shutting down or starting (57P01-57P03), a read-only server after a
-# failover (25006), and no connection slot left (53300).
-_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03", "25006", "53300")
+# failover, and no connection slot left (53300).
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03", READ_ONLY, "53300")
 
 
 def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "sqlstate", None) or getattr(exc.__cause__, "sqlstate", None)
+
+
+def call_outage(exc: DatabaseError) -> bool:
+    """Whether ``exc``, raised by one of the worker's own store calls (a claim, a renewal, an
+    outcome write, the heartbeat), is an outage: the store out of reach (``STORE_OUTAGE``) or
+    a server that cannot take writes (``READ_ONLY``, or any state of ``is_store_outage``)."""
+    if isinstance(exc, STORE_OUTAGE):
+        return True
+    state = _sqlstate(exc)
+    return state is not None and state.startswith(_OUTAGE_STATES)
+
+
+def raise_unless_outage(exc: DatabaseError) -> None:
+    """Re-raise ``exc`` (caught as a ``DatabaseError`` around a store call) unless it is an
+    outage (``call_outage``)."""
+    if not call_outage(exc):
+        raise exc
+
+
+def drop_connection() -> None:
+    """After an outage: close this thread's store connection, whatever state it seems in, and
+    the other aliases' broken ones. A read-only server answers Django's health check, so
+    Django would keep the connection and every later write would fail the same way; a fresh
+    connect runs libpq's host selection again (``target_session_attrs=read-write``)."""
+    connection.close()
+    close_old_connections()
 
 
 def is_store_outage(exc: BaseException) -> bool:
@@ -128,9 +172,9 @@ class PassFailure(enum.Enum):
 
 def pass_failure(exc: DatabaseError) -> PassFailure:
     """Classify the database error that ended a pass (see ``PassFailure``)."""
-    if not isinstance(exc, STORE_OUTAGE):
+    if not call_outage(exc):
         return PassFailure.ERROR
-    if _serialization_conflict(exc):
+    if isinstance(exc, OperationalError) and _serialization_conflict(exc):
         return PassFailure.CONFLICT
     return PassFailure.OUTAGE
 
@@ -182,17 +226,18 @@ def keep_writing(
     written after the lease lapsed is accepted while no other claim has taken the occurrence,
     so by default this keeps trying for as long as the outage lasts. Steps:
     1. call ``write`` (it reads the lease afresh: the keeper may have renewed it);
-    2. on a store outage, drop the broken connection and log it at a bounded rate
-       (``during`` says which write); give up if ``until`` has passed or ``stop`` is set
-       (a forced stop);
+    2. on a store outage (``call_outage``), drop the connection (``drop_connection``) and
+       log it at a bounded rate (``during`` says which write); give up if ``until`` has
+       passed or ``stop`` is set (a forced stop);
     3. else wait (``write_backoff``; a forced stop ends the wait) and go to 1.
     """
     backoff = write_backoff()
     while True:
         try:
             return write()
-        except STORE_OUTAGE as exc:
-            close_old_connections()
+        except DatabaseError as exc:
+            raise_unless_outage(exc)
+            drop_connection()
             if outage is not None:
                 outage.failed(exc, during=during)
             if clock.now() >= until or stop.is_set():
@@ -307,9 +352,10 @@ class LoopOutage:
         while not stopping.is_set():
             try:
                 action()
-            except STORE_OUTAGE as exc:
+            except DatabaseError as exc:
+                raise_unless_outage(exc)
                 self.outage.failed(exc)
-                close_old_connections()
+                drop_connection()
                 self.wakeup.wait(self.backoff.next_delay())
                 continue
             self.outage.recovered()
@@ -327,9 +373,11 @@ class LoopOutage:
             close_old_connections()
             return
         (self.outage if failure is PassFailure.OUTAGE else self.pass_errors).failed(exc)
-        close_old_connections()
         if failure is PassFailure.OUTAGE:
+            drop_connection()
             self.wakeup.close()  # its LISTEN connection is gone too: reopened at the next wait
+        else:
+            close_old_connections()
         self.wakeup.wait(self.backoff.next_delay())
 
     def pass_succeeded(self) -> None:

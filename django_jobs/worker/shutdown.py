@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
+from django.db import DatabaseError
 
 from .. import store
 from ..clock import Clock
@@ -25,7 +26,7 @@ from ..safe_error import loggable
 from .completer import Completer
 from .deadlines import Deadlines
 from .inflight import CancelReason, InFlight
-from .outage import STORE_OUTAGE
+from .outage import raise_unless_outage
 from .wakeup import Wakeup
 
 log = structlog.get_logger("django_jobs.worker")
@@ -46,7 +47,8 @@ def try_store(action: Callable[[], object], *, patterns: tuple[str, ...]) -> Non
     cannot reach the store leaves its leases to expire."""
     try:
         action()
-    except STORE_OUTAGE as exc:
+    except DatabaseError as exc:
+        raise_unless_outage(exc)
         log.error("store.unavailable", during="shutdown", error=loggable(exc, patterns=patterns))
 
 

@@ -16,7 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 
 import structlog
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import store
@@ -25,7 +25,7 @@ from ..models import Schedule
 from ..safe_error import loggable
 from .executor import Execution, execute, give_back_after_outage, log_scope, release_unstarted
 from .inflight import ActiveRun, InFlight
-from .outage import STORE_OUTAGE
+from .outage import raise_unless_outage
 from .outcomes import Outcome, Tally
 from .starts import Starts
 
@@ -133,7 +133,8 @@ class RunThreads:
         try:
             if self.starts.mark(active.lease):
                 return None
-        except STORE_OUTAGE as exc:
+        except DatabaseError as exc:
+            raise_unless_outage(exc)
             return give_back_after_outage(active, self.execution, exc)
         with log_scope(active):
             log.warning("lease.lost", reason="taken over before it started")

@@ -46,7 +46,10 @@ class Wakeup:
         if self._conninfo is None:
             return None
         try:
-            self._conn = psycopg.connect(**self._conninfo, autocommit=True, connect_timeout=5)
+            # The URL's own connect_timeout, if it has one (a multi-host URL should: libpq
+            # spends it on each host), else 5 s.
+            params = {"connect_timeout": 5, **self._conninfo, "autocommit": True}
+            self._conn = psycopg.connect(**params)
             self._conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error:
             self._conn = None  # an outage: sleep until the deadline instead
