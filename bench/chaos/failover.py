@@ -27,7 +27,6 @@ from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
@@ -52,10 +51,7 @@ class HADatabase(Database):
     primary wherever it is. Not ``restartable``: ``pg_restart`` gives way to ``failover``."""
 
     def __init__(self, pair: HAPair, root: Path, mode: str) -> None:
-        # Without the URL's connect_timeout: the worker's LISTEN connection passes its own
-        # and a second one is a TypeError (django_jobs/worker/wakeup.py, reported in issue
-        # #20's work); each server's connect still times out at libpq's default.
-        super().__init__(_without(pair.url, "connect_timeout"), pgdata=None)
+        super().__init__(pair.url, pgdata=None)
         self.pair = pair
         self.root = root
         self.mode = mode
@@ -65,12 +61,6 @@ class HADatabase(Database):
             self.pair.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _without(url: str, option: str) -> str:
-    parts = urlsplit(url)
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != option])
-    return urlunsplit(parts._replace(query=query))
 
 
 def inject(pair: HAPair, db: Rows, slots: list[Slot], rng: random.Random) -> Fault:
