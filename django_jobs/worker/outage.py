@@ -117,11 +117,31 @@ def raise_unless_outage(exc: DatabaseError) -> None:
         raise exc
 
 
+class OutageCount:
+    """How many times a thread of this process dropped its connection for an outage. A run
+    thread whose idle connection was opened before the latest one closes it before its next
+    run (``session.keep_or_close_connection``): after a failover it may lead to a dead server
+    or to one that no longer takes writes, and the handler would find out halfway through."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def advance(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+OUTAGES = OutageCount()
+
+
 def drop_connection() -> None:
     """After an outage: close this thread's store connection, whatever state it seems in, and
-    the other aliases' broken ones. A read-only server answers Django's health check, so
-    Django would keep the connection and every later write would fail the same way; a fresh
-    connect runs libpq's host selection again (``target_session_attrs=read-write``)."""
+    the other aliases' broken ones; count it (``OUTAGES``), so the run threads drop theirs
+    too. A read-only server answers Django's health check, so Django would keep the connection
+    and every later write would fail the same way; a fresh connect runs libpq's host selection
+    again (``target_session_attrs=read-write``)."""
+    OUTAGES.advance()
     connection.close()
     close_old_connections()
 

@@ -10,13 +10,17 @@ handler's error is the store's outage or the job's own failure.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.sql import SQL, Literal
 
-from .outage import is_store_outage
+from .outage import OUTAGES, is_store_outage
+
+# The outage count (``OUTAGES.value``) each run thread last saw.
+_seen = threading.local()
 
 
 class SessionUse:
@@ -38,13 +42,21 @@ class SessionUse:
 
 def keep_or_close_connection() -> None:
     """Check this run thread's connection between runs: closed if a run left it broken (an
-    error made it unusable, or autocommit was left off), kept for the next run otherwise.
+    error made it unusable, or autocommit was left off) or if a thread of the replica met a
+    store outage since this thread last looked (``outage.OUTAGES``: after a failover an idle
+    connection may lead to a dead server or one that no longer takes writes), kept for the
+    next run otherwise: one comparison, no round trip.
 
     Run threads belong to the worker, so ``CONN_MAX_AGE`` (a setting for request handling,
     which defaults to closing after every request) does not apply to them: reconnecting for
     every run cost a connection and a ``set_config`` per occurrence.
     """
     connection.close_at = None
+    outages = OUTAGES.value
+    if getattr(_seen, "outages", 0) != outages:
+        _seen.outages = outages
+        connection.close()
+        return
     connection.close_if_unusable_or_obsolete()
 
 
