@@ -225,7 +225,9 @@ class HAPair:
         2. note how far the standby received, promote it (``pg_ctl promote``) and wait until
            it takes read-write sessions (``writable_s``);
         3. read the old primary's WAL from that point to its end (``pg_waldump``): what the
-           standby never received (``lost_wal_bytes``, ``lost_commits``: commit records);
+           standby never received (``lost_wal_bytes``, ``lost_commits``: commit records).
+           In sync mode these are commits never acknowledged: one still waiting for the
+           standby, or autovacuum's (it commits with ``synchronous_commit=local``);
         4. copy a new standby from the new primary into a fresh folder on the old primary's
            port (the old folder deleted) and wait until it streams (``standby_s``); in sync
            mode the new primary's commits wait for it until then (``commit_s``: the first

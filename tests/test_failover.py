@@ -168,7 +168,7 @@ def test_a_replica_keeps_running_across_a_failover_and_its_work_continues(
         )
         pid = replica.process.pid
         before = completed(ha_pair)
-        report = ha_pair.failover()
+        ha_pair.failover()
         failed_over_at = datetime.now(UTC)
         wait_until(
             lambda: (
@@ -179,7 +179,6 @@ def test_a_replica_keeps_running_across_a_failover_and_its_work_continues(
             what=f"work after the failover: {replica.log_path.read_text()[-3000:]}",
         )
 
-        assert report["lost_commits"] == 0, report
         assert replica.alive
         assert replica.process.pid == pid
         assert replica.logged("worker.started") == 1, "never restarted"
