@@ -273,3 +273,11 @@ def test_cancel_from_the_occurrence_list(root) -> None:
         )
     assert Occurrence.objects.get().state == "cancelled"
     assert AuditRecord.objects.get(action="cancel").actor == "root"
+
+
+def test_the_next_run_of_a_frequent_schedule_is_found_in_its_first_minutes(root) -> None:
+    """A minutely cron: the next run is looked for in growing windows (upcoming.instants),
+    not a year of its instants at once, which the cron evaluation refuses (over 200,000)."""
+    ScheduleFactory.create(tenant="acme", key="a.minutely", timing_kind="cron", cron="* * * * *")
+    page = dashboard(root)
+    assert line(page, "acme/a.minutely")[6] == f"{T0:%Y-%m-%d %H:%M:%S}"  # due now

@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .. import permissions, store
-from ..clock import ensure_aware_utc, later
+from ..clock import ensure_aware_utc
 from ..conf import get_settings
 from ..models import OccurrenceState, Replica, ReplicaState, Schedule, ScheduleStatus
-from ..scheduling import timings
+from ..scheduling import timings, upcoming
 
 # The windows a user may choose, by name: (span, buckets of the chart).
 WINDOWS: dict[str, tuple[timedelta, int]] = {
@@ -106,10 +106,10 @@ def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
         return None
     try:
         timing = timings.from_record(schedule)
-        upcoming = timing.between(now, later(now, NEXT_RUN_HORIZON))
+        found = upcoming.instants(timing, now=now, count=1, horizon=NEXT_RUN_HORIZON)
     except (ValueError, OverflowError):
         return None
-    return upcoming[0] if upcoming else None
+    return found[0] if found else None
 
 
 def may_see_replicas(actor: Any) -> bool:
