@@ -14,7 +14,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.db.models.functions import Greatest
 
 from .. import permissions
-from ..clock import ensure_aware_utc, later
+from ..clock import ensure_aware_utc
 from ..exceptions import JobsError
 from ..models import (
     CLAIMABLE_STATES,
@@ -25,7 +25,7 @@ from ..models import (
     Schedule,
     ScheduleStatus,
 )
-from ..scheduling import timings
+from ..scheduling import timings, upcoming
 from .rows import need_same_tenant, occurrence_row, parse_key, schedule_row
 
 if TYPE_CHECKING:
@@ -136,12 +136,13 @@ def inspect_schedule(schedule: Schedule, *, actor: Any, now: datetime) -> Schedu
         .get()
     )
     try:
-        upcoming = timings.from_record(schedule).between(now, later(now, timedelta(days=7)))[:5]
+        timing = timings.from_record(schedule)
+        next_runs = upcoming.instants(timing, now=now, count=5, horizon=timedelta(days=7))
     except (ValueError, OverflowError):  # a record the planner parks as invalid
-        upcoming = []
+        next_runs = []
     return ScheduleReport(
         schedule=schedule,
-        next_runs=upcoming,
+        next_runs=next_runs,
         recent=recent,
         lateness=now - oldest if oldest else None,
         last_started_at=started,
