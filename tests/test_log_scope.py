@@ -25,7 +25,7 @@ from structlog.typing import EventDict
 
 from django_jobs.conf import get_settings
 from django_jobs.logging import RESERVED_KEYS, keep_run_keys
-from django_jobs.models import Occurrence, Schedule
+from django_jobs.models import Attempt, Occurrence, Schedule
 from django_jobs.registry import Handler, Registry
 from django_jobs.testing import FakeClock
 from django_jobs.worker.loop import Worker
@@ -87,12 +87,13 @@ def line(logs: LogCapture, event: str) -> EventDict:
 
 def the_runs_keys(schedule: Schedule) -> dict[str, object]:
     """The reserved keys of the one run of ``schedule`` (its first claim)."""
+    occurrence = Occurrence.objects.get(schedule=schedule)
     return {
         "schedule": str(schedule),
-        "occurrence": str(Occurrence.objects.get(schedule=schedule).pk),
+        "occurrence": str(occurrence.pk),
         "attempt": 1,
         "tenant": "acme",
-        "token": 1,
+        "token": Attempt.objects.get(occurrence=occurrence, number=1).fencing_token,
     }
 
 

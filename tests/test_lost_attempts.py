@@ -315,4 +315,4 @@ def test_a_run_claimed_ahead_and_taken_over_before_a_thread_started_it_never_run
     assert ran == []
     assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED, AttemptOutcome.RUNNING]
     assert Occurrence.objects.get(pk=occurrence_id).lease_owner == "next"
-    assert current.token == stale.token + 1
+    assert current.token > stale.token

@@ -81,7 +81,8 @@ def test_concurrent_claimers_never_hold_the_same_occurrence() -> None:
     assert len(held) == 300
     assert len(set(held)) == 300, "an occurrence was claimed by two workers at once"
     assert all(results), "every claimer should have taken part"
-    assert set(Occurrence.objects.values_list("fencing_token", flat=True)) == {1}
+    tokens = list(Occurrence.objects.values_list("fencing_token", flat=True))
+    assert len(set(tokens)) == 300, "one sequence: no two claims share a token"
     assert Attempt.objects.count() == 300
 
 
@@ -97,7 +98,6 @@ def test_fencing_token_strictly_increases_across_claims_by_racing_workers() -> N
         assert len(winners) == 1, f"round {round_}: {len(winners)} workers hold the occurrence"
         tokens.append(winners[0].token)
     assert tokens == sorted(set(tokens))
-    assert tokens == list(range(1, 9))
     recorded = list(
         Attempt.objects.filter(occurrence_id=occurrence_id)
         .order_by("number")

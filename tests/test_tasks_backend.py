@@ -219,7 +219,8 @@ def test_a_task_whose_replica_is_sigkilled_mid_run_still_completes_once_fenced(
     )
     assert Counter(Effect.objects.values_list("occurrence_key", flat=True)) == {"kill-me": 1}
     attempts = list(Attempt.objects.filter(occurrence_id=result.id).order_by("number"))
-    assert [(x.replica, x.fencing_token) for x in attempts] == [("a", 1), ("b", 2)]
+    assert [x.replica for x in attempts] == ["a", "b"]
+    assert attempts[1].fencing_token > attempts[0].fencing_token
     assert attempts[0].outcome == AttemptOutcome.LEASE_LOST
     assert attempts[1].outcome == AttemptOutcome.SUCCEEDED
     result.refresh()

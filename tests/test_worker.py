@@ -74,7 +74,7 @@ def test_due_occurrence_runs_with_its_identity_and_completes(jobs, worker, clock
     assert (run.scheduled_at, run.attempt, run.fencing_token, run.tenant, run.trigger) == (
         T0,
         1,
-        1,
+        Attempt.objects.get().fencing_token,
         "acme",
         "schedule",
     )
@@ -299,7 +299,7 @@ def test_each_run_has_its_own_logging_scope_cleared_after(jobs, worker, clock) -
         "occurrence": str(occurrence.pk),
         "attempt": 1,
         "tenant": "acme",
-        "token": 1,
+        "token": occurrence.fencing_token,
     }
     assert structlog.contextvars.get_contextvars() == {}
     (completed,) = [e for e in logs if e["event"] == "occurrence.completed"]

@@ -6,10 +6,12 @@ needs must be in force before its statement is planned (``claim_runs`` says why 
 Every instant comes from the caller's clock as a parameter; nothing here compares with
 PostgreSQL's ``now()``, which is frozen for the length of a transaction.
 
-Fencing: every claim of an occurrence increments its ``fencing_token``. Every write that ends
-or extends a claim names the token it holds and changes nothing unless that token is still the
-occurrence's current one and the owner matches. A refused write is recorded on its Attempt as
-``fenced_out`` and reported to the caller.
+Fencing: every claim of an occurrence sets its ``fencing_token`` from one sequence, so tokens
+grow with every claim of an occurrence's identity, across a purge of its row and a replay that
+creates it again (``claims.claim_runs``). Every write that ends or extends a claim names the
+token it holds and changes nothing unless that token is still the occurrence's current one and
+the owner matches. A refused write is recorded on its Attempt as ``fenced_out`` and reported
+to the caller.
 
 Each function runs on Django's default connection inside whatever transaction the caller holds
 (autocommit otherwise), so a service can combine a store write with its audit record.

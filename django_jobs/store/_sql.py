@@ -53,6 +53,12 @@ _MODELS = {
 }
 TABLES = {name: model._meta.db_table for name, model in _MODELS.items()}
 
+# The sequence every claim draws its fencing token from (migration 0016): one for all
+# occurrences, so a token is never given twice to an occurrence's identity, even after
+# retention deleted its row and a replay created it again. No table owns it, so nothing that
+# truncates or resets a table's sequences (``flush``) can move it back.
+FENCING_TOKENS = "django_jobs_fencing_token"
+
 # ``last_error_type`` of an occurrence whose lost attempts used up its ``max_attempts``.
 WORKER_LOST = "WorkerLost"
 # ``last_error_type`` of an occurrence whose tenant is not its schedule's (never run).

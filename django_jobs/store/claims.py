@@ -17,6 +17,7 @@ from ..models import Schedule, SkipReason
 from ._sql import (
     _RUN_VALUES,
     CLAIMABLE_IN,
+    FENCING_TOKENS,
     TENANT_MISMATCH,
     _all_loadable,
     _capped,
@@ -56,6 +57,7 @@ QUERIES = load_queries(
     not_paused=_not_paused("s.tenant", "s.key"),
     capped_max_delay=_capped("s.max_delay"),
     run_fields=_run_fields(),
+    fencing_tokens=sql.Literal(FENCING_TOKENS).as_string(None),
 )
 
 
@@ -83,7 +85,9 @@ def claim_runs(
        so a job that kills its worker is bounded by its retries: when that uses up the
        schedule's ``max_attempts`` the occurrence goes ``dead`` (``WorkerLost``) instead of
        running again. An attempt claimed ahead and never started costs nothing;
-    3. set owner and expiry, increment the fencing token and the attempt count;
+    3. set owner and expiry, the attempt count up by one, and a fencing token from the one
+       sequence (``FENCING_TOKENS``): above every token given before, so an occurrence's
+       identity never gets one twice, even across a purge and a replay that recreates it;
     4. end the Attempt of a taken-over lease: ``lease_lost``, or ``unstarted``;
     5. insert one Attempt per claim, carrying the new token;
     6. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one

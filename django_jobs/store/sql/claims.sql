@@ -147,7 +147,11 @@ claimed AS (
         lease_owner = %(owner)s,
         lease_expires_at = %(expires)s,
         due_at = %(expires)s,
-        fencing_token = o.fencing_token + 1,
+        -- From the one sequence: larger than any token ever given, so also than any this
+        -- identity had before retention purged its row and a replay created it again. And
+        -- never below the row's own next value, whatever wrote the row (a release that
+        -- counted per row, still claiming during a rolling upgrade).
+        fencing_token = GREATEST(nextval({fencing_tokens}), o.fencing_token + 1),
         attempts = o.attempts + 1,
         failures = o.failures + picked.lapsed::int,
         started_at = %(now)s
