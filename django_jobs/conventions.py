@@ -3,9 +3,10 @@ placement convention, read from the handler's source.
 
 A handler dispatches an Application Command or an approved port. The project names them in
 ``DJANGO_JOBS["COMMANDS"]`` and ``DJANGO_JOBS["APPROVED_PORTS"]`` (modules or callables); a
-call in the handler (or in a function of its own module that it calls, one level deep) whose
-target resolves to one of them is a dispatch. A handler lives in the app that owns a command
-it dispatches.
+call in the handler (read through a partial, bound method, callable object or
+``functools.wraps`` wrapper), or in a function it calls of its own module or of the project's
+other modules (``source_rules.reach``, a few calls deep), whose target resolves to one of
+them is a dispatch. A handler lives in the app that owns a command it dispatches.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import ast
 import inspect
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,16 +57,30 @@ def app_label(module: str) -> str:
     return config.label if config is not None else ""
 
 
-def _units(func: Any) -> Iterator[tuple[ast.AST, dict[str, Any]]]:
-    """The handler's body and those of the same-module functions it calls or hands on (one
-    level, as the source rules read them), with the namespace their names resolve in."""
-    code = source_rules.handler_code(func)
-    if code is None:
+def reach(settings: JobsSettings) -> source_rules.Reach | None:
+    """How far a handler's code is read: into the project's other modules, stopping at the
+    commands and ports, when the project names any; else only its own module (W028 says
+    why: no helper could be told from a command)."""
+    stops = (*settings.COMMANDS, *settings.APPROVED_PORTS)
+    return source_rules.Reach(stops=stops) if stops else None
+
+
+def handler_module(func: Any) -> str:
+    """The module of the function a handler runs (a partial's or bound method's function)."""
+    target = source_rules.target_of(func)
+    if isinstance(target, source_rules.Target):
+        return target.module
+    return target.module or str(getattr(func, "__module__", "") or "")
+
+
+def _units(func: Any, settings: JobsSettings) -> Iterator[tuple[ast.AST, Mapping[str, Any]]]:
+    """The handler's body and those of the functions it calls or hands on (as the source
+    rules read them), with the namespace their names resolve in."""
+    code = source_rules.handler_code(func, reach(settings))
+    if isinstance(code, source_rules.Unreadable):
         return
-    namespace = dict(getattr(inspect.unwrap(func), "__globals__", {}))
-    yield code.tree, namespace
-    for helper in code.helpers:
-        yield helper, namespace
+    for unit in code.units:
+        yield unit.tree, unit.namespace
 
 
 def _dotted(node: ast.expr) -> list[str] | None:
@@ -97,7 +112,7 @@ def _path_of(target: Any) -> str | None:
     return None
 
 
-def _resolve(parts: list[str], namespace: dict[str, Any], local: dict[str, str]) -> str | None:
+def _resolve(parts: list[str], namespace: Mapping[str, Any], local: dict[str, str]) -> str | None:
     """The dotted path of what a call names (``statements.send_for`` -> the function's path),
     following attributes from a module-level or locally imported name."""
     root, rest = parts[0], parts[1:]
@@ -110,11 +125,13 @@ def _resolve(parts: list[str], namespace: dict[str, Any], local: dict[str, str])
     else:
         return None  # a parameter (``run``), a local variable, a builtin
     for n, name in enumerate(rest):
-        if isinstance(target, types.ModuleType) and not hasattr(target, name):
+        # Read statically: resolving ``self.client.post`` must not run a property.
+        found = inspect.getattr_static(target, name, None)
+        if found is None and isinstance(target, types.ModuleType):
             return ".".join([target.__name__, *rest[n:]])  # a submodule not imported yet
-        target = getattr(target, name, None)
-        if target is None:
+        if found is None:
             return None
+        target = found
     return _path_of(target)
 
 
@@ -127,9 +144,9 @@ def _kind(path: str, settings: JobsSettings) -> str | None:
 
 def report(func: Any, settings: JobsSettings) -> HandlerReport:
     """What ``func`` dispatches (in call order, each once) and the app it lives in."""
-    result = HandlerReport(app=app_label(getattr(func, "__module__", "")))
+    result = HandlerReport(app=app_label(handler_module(func)))
     seen: set[str] = set()
-    units = list(_units(func))
+    units = list(_units(func, settings))
     if not units:
         result.readable = False
         return result

@@ -65,9 +65,14 @@ ROOT_URLCONF = "tests.urls"
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-# The application commands the test handlers dispatch (checks W024/W026).
+# The application commands the test handlers dispatch (checks W024/W026), as
+# worker_settings.py names them: the checks read no further than a command (W020).
 DJANGO_JOBS: dict[str, object] = {
-    "COMMANDS": ["example_project.billing.statements", "tests.workerapp.effects"],
+    "COMMANDS": [
+        "example_project.billing.statements",
+        "tests.workerapp.effects",
+        "tests.workerapp.probes",
+    ],
 }
 # Django's Tasks framework (Django 6, or the django-tasks backport on 5.2) on django_jobs:
 # tests/test_tasks_backend.py. Retries without backoff, so that they play out at once.

@@ -1,5 +1,10 @@
 """The checks of job handlers and where things are declared (W020-W028, I021, I029): what a
-handler does itself, what it dispatches, and the departures recorded from these rules."""
+handler does itself, what it dispatches, and the departures recorded from these rules.
+
+Each reads the function a handler runs (through a partial, bound method, callable object or
+``functools.wraps`` wrapper) and the helpers it calls: of its own module, and of the project's
+other modules when the project names its commands (``source_rules.reach``). W025 says when a
+handler's source cannot be read at all."""
 
 from __future__ import annotations
 
@@ -11,35 +16,46 @@ from django.core.checks import CheckMessage, Info, Warning, register
 from .. import conf, conventions, source_rules
 from ..declarations import Declaration, declared
 from ..exceptions import ConfigurationError
-from ..registry import RULES, Departure, registry
+from ..registry import RULES, Departure, JobHandler, registry
 from .environment import current_date
 
 
-def _handler_findings(func: Any) -> list[str] | None:
-    """What a handler (and the same-module helpers it calls) does that the specification
-    forbids a job to do itself; None if its source cannot be read."""
-    found = source_rules.handler_findings(func)
-    return None if found is None else [str(f) for f in found]
+def _reach() -> source_rules.Reach | None:
+    try:
+        return conventions.reach(conf.get_settings())
+    except ConfigurationError:
+        return None  # E003 reports the bad setting
+
+
+def _where(handler: JobHandler) -> str:
+    return f"Job {handler.name!r} ({conventions.handler_module(handler.func)})"
 
 
 @register()
 def check_job_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """W020: a handler writes storage, calls HTTP or reads local time itself.
-    I021: it does, under a recorded departure. W022: that departure's review date passed."""
-    today = current_date()
+    """W020: a handler (or a helper of its module or the project's it calls) writes storage,
+    calls HTTP or reads local time itself. W025: its source cannot be read. I021: either,
+    under a recorded departure. W022: that departure's review date passed."""
+    today, reach = current_date(), _reach()
     found: list[CheckMessage] = []
     for handler in registry.all():
-        findings = _handler_findings(handler.func)
-        if not findings:
+        code = source_rules.handler_code(handler.func, reach)
+        if isinstance(code, source_rules.Unreadable):
+            detail = f"its source cannot be read: {code.why}"
+        else:
+            detail = "; ".join(str(f) for f in source_rules.code_findings(code))
+        if not detail:
             continue
-        where = f"Job {handler.name!r} ({handler.module})"
-        detail = "; ".join(findings)
         departure = handler.departure
-        if departure is None:
+        if departure is not None:
+            found.append(_departed(handler, departure, detail, today))
+        elif isinstance(code, source_rules.Unreadable):
+            found.append(_unreadable(handler, code))
+        else:
             found.append(
                 Warning(
-                    f"{where} does itself what a job must leave to an application command: "
-                    f"{detail}.",
+                    f"{_where(handler)} does itself what a job must leave to an application "
+                    f"command: {detail}.",
                     hint="Move the writes, HTTP calls and clock reads into the command the handler "
                     "dispatches, or record a departure: @job(..., departure=Departure(reason=, "
                     "review_by=)).",
@@ -47,26 +63,38 @@ def check_job_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                     id="django_jobs.W020",
                 )
             )
-        elif departure.review_by < today:
-            found.append(
-                Warning(
-                    f"{where}: the departure recorded for it was due for review on "
-                    f"{departure.review_by} ({departure.reason}).",
-                    hint="Review it: remove the departure or set a new review_by.",
-                    obj=handler.func,
-                    id="django_jobs.W022",
-                )
-            )
-        else:
-            found.append(
-                Info(
-                    f"{where} departs from the job rules ({detail}) under a recorded departure "
-                    f"until {departure.review_by}: {departure.reason}",
-                    obj=handler.func,
-                    id="django_jobs.I021",
-                )
-            )
     return found
+
+
+def _unreadable(handler: JobHandler, code: source_rules.Unreadable) -> CheckMessage:
+    return Warning(
+        f"{_where(handler)}: the source of its handler {source_rules.describe(handler.func)} "
+        "cannot be read, so no check can tell what it writes, calls or dispatches (W020, "
+        f"W024): {code.why}.",
+        hint="Register a function defined in a module file (a def in the app's jobs.py), or a "
+        "partial, bound method, callable object or functools.wraps wrapper of one: those are "
+        "read through to it. Or record a departure: @job(..., departure=Departure(reason=, "
+        "review_by=)).",
+        obj=handler.func,
+        id="django_jobs.W025",
+    )
+
+
+def _departed(handler: JobHandler, departure: Departure, detail: str, today: date) -> CheckMessage:
+    if departure.review_by < today:
+        return Warning(
+            f"{_where(handler)}: the departure recorded for it was due for review on "
+            f"{departure.review_by} ({departure.reason}).",
+            hint="Review it: remove the departure or set a new review_by.",
+            obj=handler.func,
+            id="django_jobs.W022",
+        )
+    return Info(
+        f"{_where(handler)} departs from the job rules ({detail}) under a recorded departure "
+        f"until {departure.review_by}: {departure.reason}",
+        obj=handler.func,
+        id="django_jobs.I021",
+    )
 
 
 @register()
@@ -104,13 +132,13 @@ def check_conventions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     return found
 
 
-def _dispatch_problems(handler: Any, settings: Any, today: date) -> list[CheckMessage]:
+def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[CheckMessage]:
     if getattr(handler.func, "django_jobs_dispatches_its_arguments", False):
         return []  # django_jobs.tasks.run_task: the task it runs is the command
     report = conventions.report(handler.func, settings)
     if not report.readable:
         return []
-    where = f"Job {handler.name!r} ({handler.module})"
+    where = _where(handler)
     found: list[CheckMessage] = []
     if not report.dispatches:
         departure = handler.departure_from("handler")
