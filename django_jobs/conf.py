@@ -202,6 +202,16 @@ def get_settings() -> JobsSettings:
             )
         if key in _NOT_NEGATIVE and value < 0:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
+    lease = raw.get("LEASE_SECONDS", JobsSettings.LEASE_SECONDS)
+    grace = raw.get("TIMEOUT_GRACE_SECONDS", JobsSettings.TIMEOUT_GRACE_SECONDS)
+    if grace >= lease:
+        # A run whose lease cannot be confirmed is cancelled a renewal interval plus this
+        # grace before its lease expires (worker/leases.py): the grace must fit in the lease.
+        raise ConfigurationError(
+            f"DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be less than LEASE_SECONDS ({lease}), "
+            f"got {grace!r}: a run that ignores cancellation must be cut off before its lease "
+            "can pass to another replica"
+        )
     return JobsSettings(
         **raw,
         PAUSED_SCHEDULES=paused,

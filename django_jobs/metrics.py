@@ -240,7 +240,15 @@ class ReplicaCollector(Collector):
             labels=["replica"],
         )
         running.add_metric([replica], len(self.worker.running()))
-        return [outcomes, running]
+        threads = GaugeMetricFamily(
+            PREFIX + "replica_thread_up",
+            "1 while this replica's thread of that role is alive; 0 while it restarts after a "
+            "crash, is dead or has stopped",
+            labels=["replica", "role"],
+        )
+        for role, status in sorted(self.worker.threads().items()):
+            threads.add_metric([replica, role], 1 if status == "alive" else 0)
+        return [outcomes, running, threads]
 
 
 def fleet_registry(*, close_connection: bool = False) -> CollectorRegistry:

@@ -61,3 +61,41 @@ def backends_waiting_on_locks() -> int:
             " AND pid <> pg_backend_pid()"
         )
         return int(cursor.fetchone()[0])
+
+
+def cut_off_from_the_store() -> None:
+    """From a job's handler, on the run thread: a store outage as the worker sees it. The test
+    database refuses new connections (``ALLOW_CONNECTIONS false``, superusers included) and the
+    handler's own backend is terminated; connections are allowed again once the worker has
+    dropped its connection for the outage (``outage.OUTAGES``), so its give-back goes through.
+
+    Ending only the run's own session, while the store answers, is the job's failure: this is
+    what makes it an outage instead.
+    """
+    from psycopg import sql
+
+    from django_jobs.worker.outage import OUTAGES
+
+    seen = OUTAGES.value
+    name = connection.settings_dict["NAME"]
+    params = {**connection.get_connection_params(), "dbname": "postgres"}
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+
+    def allow(allowed: bool) -> None:
+        import psycopg
+
+        with psycopg.connect(**params, autocommit=True) as admin:
+            statement = sql.SQL("ALTER DATABASE {} WITH ALLOW_CONNECTIONS {}")
+            admin.execute(statement.format(sql.Identifier(name), sql.Literal(allowed)))
+
+    def allow_once_seen() -> None:
+        try:
+            wait_until(lambda: OUTAGES.value > seen, timeout=30, what="the worker to see it")
+        finally:
+            allow(True)
+
+    allow(False)
+    threading.Thread(target=allow_once_seen, daemon=True).start()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")

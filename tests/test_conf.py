@@ -18,8 +18,8 @@ def test_defaults_apply_when_the_setting_is_absent() -> None:
 
 
 def test_settings_are_read_at_access_time() -> None:
-    with override_settings(DJANGO_JOBS={"LEASE_SECONDS": 5}):
-        assert get_settings().lease == timedelta(seconds=5)
+    with override_settings(DJANGO_JOBS={"LEASE_SECONDS": 15}):
+        assert get_settings().lease == timedelta(seconds=15)
     assert get_settings().lease == timedelta(seconds=30)
 
 
@@ -28,6 +28,10 @@ def test_settings_are_read_at_access_time() -> None:
     [
         ({"LEASE_SECONDZ": 5}, "DJANGO_JOBS has unknown key(s) LEASE_SECONDZ"),
         ({"LEASE_SECONDS": 0}, "DJANGO_JOBS['LEASE_SECONDS'] must be greater than 0, got 0"),
+        (
+            {"LEASE_SECONDS": 10, "TIMEOUT_GRACE_SECONDS": 10},
+            "DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be less than LEASE_SECONDS (10), got 10",
+        ),
         ({"CLAIM_BATCH_SIZE": "10"}, "DJANGO_JOBS['CLAIM_BATCH_SIZE'] must be a number"),
         ({"RETENTION_SECONDS": -1}, "DJANGO_JOBS['RETENTION_SECONDS'] must not be negative"),
         ({"RETENTION_BUDGET_SECONDS": 0}, "DJANGO_JOBS['RETENTION_BUDGET_SECONDS'] must be"),

@@ -52,7 +52,7 @@ class PartnerDown(Exception):
 
 
 class Escape(BaseException):
-    """Not an ``Exception``: it ends the run thread's work item (``run.crashed``)."""
+    """Not an ``Exception``: still the handler's failure, like ``SystemExit``."""
 
 
 # --- reading the lines -------------------------------------------------------------------------
@@ -296,30 +296,32 @@ def test_a_handler_released_at_shutdown_does_not_bind_the_released_line(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_handler_cut_off_from_the_store_does_not_bind_the_outage_line(
+def test_a_handler_that_ends_its_own_session_does_not_bind_the_failure_line(
     jobs, threaded, logs, kind
 ) -> None:
+    """It terminated its own backend while the store answers: its failure, not an outage."""
+
     def terminate(run: Run) -> None:
-        if run.attempt == 1:  # given back, due again at once: the next attempt completes
-            with connection.cursor() as cursor:  # the store's connection, on the run thread
-                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        with connection.cursor() as cursor:  # the store's connection, on the run thread
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
     schedule = due(jobs, binding(kind, sync_to_async(terminate) if kind == "async" else terminate))
 
-    assert sorted(threaded.run_pass().outcomes.elements()) == ["completed", "outage"]
-    assert_only_the_workers(logs, "occurrence.outage", schedule)
-    assert_only_the_workers(logs, "occurrence.released", schedule)
+    assert sorted(threaded.run_pass().outcomes.elements()) == ["retry"]
+    assert_only_the_workers(logs, "occurrence.failed", schedule)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_crashed_runs_line_carries_the_runs_keys_not_the_handlers(jobs, threaded, logs) -> None:
+def test_a_base_exception_is_the_handlers_failure_logged_with_the_runs_keys(
+    jobs, threaded, logs
+) -> None:
     def escapes(run: Run) -> None:
-        raise Escape("out of the run thread's work item")
+        raise Escape("not an Exception")
 
     schedule = due(jobs, binding("sync", escapes))
 
-    assert not threaded.run_pass().outcomes
-    assert_only_the_workers(logs, "run.crashed", schedule)
+    assert sorted(threaded.run_pass().outcomes.elements()) == ["retry"]
+    assert_only_the_workers(logs, "occurrence.failed", schedule)
 
 
 # --- the handler's own lines, with keep_run_keys -----------------------------------------------

@@ -15,11 +15,12 @@ from structlog.testing import capture_logs
 from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
+from django_jobs.worker.executor import MAX_OUTAGE_GIVE_BACKS
 from django_jobs.worker.loop import PassSummary, Worker
 from django_jobs.worker.outage import OutageLog, is_store_outage
 from django_jobs.worker.run import Run
 
-from .concurrency import on_own_connection, wait_until
+from .concurrency import cut_off_from_the_store, on_own_connection, wait_until
 from .factories import T0, ScheduleFactory
 from .storeutil import LEASE, claim, plan
 
@@ -133,13 +134,13 @@ def test_an_excused_attempt_gives_back_its_failure_and_leaves_the_new_holder_alo
 def test_a_handler_cut_off_from_the_store_gives_its_occurrence_back_without_a_failure(
     clock,
 ) -> None:
-    """Attempt 1's connection is terminated under it (as a PostgreSQL restart would do); with
-    max_attempts=1 the occurrence still runs again and completes."""
+    """Attempt 1's connection is terminated under it and the store takes no connection (as a
+    PostgreSQL restart would do); with max_attempts=1 the occurrence still runs again and
+    completes."""
 
     def reads_through_an_outage(run: Run) -> None:
         if run.attempt == 1:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            cut_off_from_the_store()
 
     # given back due at once: claimed again in the same pass
     occurrence_id, summary = run_one_pass(clock, "tests.outage", reads_through_an_outage)
@@ -148,6 +149,46 @@ def test_a_handler_cut_off_from_the_store_gives_its_occurrence_back_without_a_fa
     occurrence = Occurrence.objects.get(pk=occurrence_id)
     assert (occurrence.state, occurrence.failures) == (OccurrenceState.COMPLETED, 0)
     assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]
+
+
+def test_a_handler_that_ends_its_own_session_while_the_store_answers_fails(clock) -> None:
+    """A query of death: the handler's own statement ends its session, as the store's restart
+    would, but the store answers on a connection of its own: the job's failure, counted, and
+    with max_attempts=1 the occurrence is dead after one run, never given back."""
+    ran: list[int] = []
+
+    def query_of_death(run: Run) -> None:
+        ran.append(run.attempt)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    occurrence_id, summary = run_one_pass(clock, "tests.query-of-death", query_of_death)
+
+    assert dict(summary.outcomes) == {"dead": 1}
+    assert ran == [1]
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 1)
+    assert occurrence.last_error_type == "django.db.utils.OperationalError"
+    assert outcomes(occurrence_id) == [AttemptOutcome.FAILED]
+
+
+def test_outage_give_backs_of_one_occurrence_in_a_row_are_bounded(clock) -> None:
+    """Every run meets a store outage: the first MAX_OUTAGE_GIVE_BACKS are given back without
+    a failure, the next is counted as one (max_attempts=1: dead)."""
+
+    def always_cut_off(run: Run) -> None:
+        cut_off_from_the_store()
+
+    occurrence_id, summary = run_one_pass(clock, "tests.always-out", always_cut_off)
+
+    assert dict(summary.outcomes) == {"outage": MAX_OUTAGE_GIVE_BACKS, "dead": 1}
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.DEAD, 1)
+    assert occurrence.last_error_type == "django_jobs.worker.executor.StoreOutages"
+    assert f"{MAX_OUTAGE_GIVE_BACKS + 1} attempts in a row" in occurrence.last_error_message
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE] * MAX_OUTAGE_GIVE_BACKS + [
+        AttemptOutcome.FAILED
+    ]
 
 
 # --- which errors are an outage ---------------------------------------------------------
@@ -279,8 +320,8 @@ def test_an_outage_inside_run_atomic_is_not_a_failure(clock) -> None:
 
     def cut_off_in_atomic(run: Run) -> None:
         if run.attempt == 1:
-            with run.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+            with run.atomic():
+                cut_off_from_the_store()
 
     occurrence_id, summary = run_one_pass(clock, "tests.outage-atomic", cut_off_in_atomic)
 
@@ -316,3 +357,29 @@ def test_a_run_claimed_ahead_and_taken_over_before_a_thread_started_it_never_run
     assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED, AttemptOutcome.RUNNING]
     assert Occurrence.objects.get(pk=occurrence_id).lease_owner == "next"
     assert current.token > stale.token
+
+
+@pytest.mark.parametrize("error", [SystemExit(1), KeyboardInterrupt()])
+def test_an_inline_pass_records_a_handlers_system_exit_as_its_failure(
+    clock, error: BaseException
+) -> None:
+    """``run_due`` runs handlers in the calling thread: on 8f518d8 a handler's ``SystemExit``
+    escaped the pass (and would have ended the test run)."""
+    from django_jobs.testing import run_due
+
+    jobs = Registry()
+
+    def exits(run: Run) -> None:
+        raise error
+
+    jobs.register("tests.exits", exits)
+    schedule = ScheduleFactory.create(job="tests.exits", max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    clock.set(T0)
+
+    summary = run_due(clock, jobs=jobs)
+
+    assert dict(summary.outcomes) == {"dead": 1}
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert occurrence.last_error_type == type(error).__name__
+    assert outcomes(occurrence_id) == [AttemptOutcome.FAILED]

@@ -22,12 +22,15 @@ from ..declarations import Declaration
 from ..safe_error import loggable
 from ..services import SyncReport
 from ..worker.outage import call_outage, pass_backoff
+from ..worker.supervision import Role, SupervisedThread, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
 
 
-class StartupSync(threading.Thread):
-    """Sync ``declarations`` once, beside serving; hand the report to ``done``."""
+class StartupSync(SupervisedThread):
+    """Sync ``declarations`` once, beside serving; hand the report to ``done``. What escapes
+    the errors it handles (a ``BaseException``, a bug in the handling) goes to the replica's
+    supervisor (``worker.supervision``)."""
 
     def __init__(
         self,
@@ -37,12 +40,13 @@ class StartupSync(threading.Thread):
         clock: Clock,
         stopping: threading.Event,
         done: Callable[[SyncReport], object],
+        supervisor: Supervisor | None = None,
     ) -> None:
-        super().__init__(name="django_jobs-startup-sync", daemon=True)
+        super().__init__(Role.STARTUP_SYNC, supervisor=supervisor, stop_event=stopping)
         self.declarations, self.replica, self.clock = declarations, replica, clock
         self.stopping, self.done = stopping, done
 
-    def run(self) -> None:
+    def body(self) -> None:
         backoff = pass_backoff()
         try:
             while not self.stopping.is_set():

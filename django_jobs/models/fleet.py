@@ -5,7 +5,7 @@ retention did last (``RetentionState``).
 from __future__ import annotations
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import JSONField, Q, Value
 
 
 class ReplicaState(models.TextChoices):
@@ -27,6 +27,9 @@ class Replica(models.Model):
     state = models.CharField(max_length=10, choices=ReplicaState.choices)
     concurrency = models.PositiveIntegerField(default=1)
     running = models.PositiveIntegerField(default=0)
+    # Each of its threads' status by role (``worker.supervision``): "alive", "restarting",
+    # "dead" or "stopped". ``jobs health`` fails while one is not alive.
+    threads = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
 
     class Meta:
         indexes = [models.Index(fields=["host", "heartbeat_at"], name="django_jobs_replica_host")]

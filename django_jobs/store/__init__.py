@@ -26,7 +26,15 @@ from __future__ import annotations
 from ._sql import TENANT_MISMATCH, WORKER_LOST
 from .claims import RUN_FIELDS, claim_runs
 from .clock import database_clock
-from .completion import complete, dead_letter, excuse_outage, fail, record_result, release
+from .completion import (
+    complete,
+    dead_letter,
+    excuse_outage,
+    fail,
+    outage_streak,
+    record_result,
+    release,
+)
 from .console import due_work, outcomes_by_bucket, schedule_lines
 from .declared import copy_in, reserve_schedule_ids
 from .enqueue import EnqueueWrite, enqueue
@@ -131,6 +139,7 @@ __all__ = [
     "next_wakeup",
     "notify",
     "oldest_due",
+    "outage_streak",
     "outcomes_by_bucket",
     "park",
     "park_unplannable",

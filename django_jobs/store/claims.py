@@ -85,15 +85,14 @@ def claim_runs(
        so a job that kills its worker is bounded by its retries: when that uses up the
        schedule's ``max_attempts`` the occurrence goes ``dead`` (``WorkerLost``) instead of
        running again. An attempt claimed ahead and never started costs nothing;
-    3. set owner and expiry, the attempt count up by one, and a fencing token from the one
-       sequence (``FENCING_TOKENS``): above every token given before, so an occurrence's
-       identity never gets one twice, even across a purge and a replay that recreates it;
+    3. set owner and expiry, the attempt count up by one, and a fencing token from one
+       sequence (``FENCING_TOKENS``), so an identity never gets a token twice, even across
+       a purge and the replay that recreates it;
     4. end the Attempt of a taken-over lease: ``lease_lost``, or ``unstarted``;
     5. insert one Attempt per claim, carrying the new token;
     6. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one
-       running. No other schedule row is written: a claim of an ``allow`` occurrence leaves
-       its schedule as it was (a schedule's last start is read from its occurrences,
-       ``services.with_recovery_points``).
+       running; no other schedule row is written (a schedule's last start is read from its
+       occurrences, ``services.with_recovery_points``).
 
     Not one statement alone, though: in its transaction a statement before it turns off the
     plan types that read every due row (``_walk_the_due_index``) and, inside a caller's

@@ -160,3 +160,10 @@ def excuse_outage(lease: Lease, *, now: datetime) -> bool:
     return bool(
         _rows(QUERIES["excuse_outage"], {**params, "now": ensure_aware_utc(now, name="now")})
     )
+
+
+def outage_streak(lease: Lease) -> int:
+    """How many attempts in a row of ``lease``'s occurrence a store outage ended (given back
+    or excused), before this one: the worker bounds them (``executor.MAX_OUTAGE_GIVE_BACKS``)."""
+    ((count,),) = _rows(QUERIES["outage_streak"], {"id": lease.occurrence_id})
+    return int(count)

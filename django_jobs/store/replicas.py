@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
+from psycopg.types.json import Jsonb
+
 from ..clock import ensure_aware_utc
 from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _not_paused, _rows, load_queries
 
@@ -36,8 +38,9 @@ def heartbeat(
     state: str,
     concurrency: int,
     running: int,
+    threads: dict[str, str] | None = None,
 ) -> None:
-    """Register or refresh this replica's row (one upsert)."""
+    """Register or refresh this replica's row (one upsert), with its threads' statuses."""
     _rows(
         QUERIES["heartbeat"],
         {
@@ -49,6 +52,7 @@ def heartbeat(
             "state": state,
             "conc": concurrency,
             "running": running,
+            "threads": Jsonb(threads or {}),
         },
     )
 

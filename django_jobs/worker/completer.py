@@ -33,13 +33,19 @@ from .executor import log_scope
 from .inflight import ActiveRun
 from .outage import OutageLog, Unwritten, drop_connection, keep_writing, raise_unless_outage
 from .outcomes import EXCUSED, REFUSED, Outcome, ended_by_outage
+from .supervision import Role, SupervisedThread, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
 
 
-class Completer(threading.Thread):
+class Completer(SupervisedThread):
     """The thread that writes handed-over completions in batches of up to ``max_batch``, and
-    reports each run's outcome to ``on_done``."""
+    reports each run's outcome to ``on_done``.
+
+    A database error that is not an outage, or a bug, crashes it with its batch put back at
+    the head of the queue: its supervisor runs it again (bounded), and the batch is written
+    then; meanwhile the replica claims nothing (``supervision.py``).
+    """
 
     def __init__(
         self,
@@ -50,8 +56,10 @@ class Completer(threading.Thread):
         max_batch: int = 500,
         patterns: tuple[str, ...] = (),
         outage: OutageLog | None = None,
+        supervisor: Supervisor | None = None,
     ) -> None:
-        super().__init__(name="django_jobs-completer", daemon=True)
+        self._stop_asked = threading.Event()  # ends a restart's backoff
+        super().__init__(Role.COMPLETER, supervisor=supervisor, stop_event=self._stop_asked)
         self.clock = clock
         self.on_done = on_done
         self.stop_writing = stop_writing  # a forced stop: give up on writes still failing
@@ -77,6 +85,7 @@ class Completer(threading.Thread):
         with self._changed:
             self._stopping = True
             self._changed.notify()
+        self._stop_asked.set()
 
     def stop_and_wait(self, timeout: float) -> bool:
         """``stop``, and wait up to ``timeout`` seconds for the thread to end (if it ever
@@ -86,7 +95,7 @@ class Completer(threading.Thread):
             self.join(timeout=timeout)
         return not self.is_alive()
 
-    def run(self) -> None:
+    def body(self) -> None:
         try:
             while True:
                 with self._changed:
@@ -99,6 +108,10 @@ class Completer(threading.Thread):
                     self._writing = batch
                 try:
                     self._write(batch)
+                except BaseException:
+                    with self._changed:  # written by the next run of this body
+                        self._queue[:0] = batch
+                    raise
                 finally:
                     with self._changed:
                         self._writing = []

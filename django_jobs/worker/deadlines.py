@@ -1,16 +1,26 @@
-"""Runs past their deadline, and runs that ignore a cancellation.
+"""Runs past their deadline, runs whose lease cannot be confirmed in time, and runs that ignore
+a cancellation: kept on the replica's own clock, never behind a store call.
 
-A run past its timeout is cancelled (reason ``timeout``). A cancelled run (timeout, lost lease,
-outage) whose handler has not returned ``TIMEOUT_GRACE_SECONDS`` later is cut off: a Python
-thread cannot be killed, so its attempt is recorded, its thread is left behind, and the
-replica stops claiming and exits with ``EXIT_RESTART`` so its supervisor restarts it, which
-ends the handler. Anything the abandoned thread writes meanwhile is refused by fencing (a
-timed-out occurrence is no longer processing under its token; a lost lease has another
-holder). Shutdown has its own grace (``Worker._drain``).
+``DeadlineWatch`` is a thread of its own that reads only the replica's books (``InFlight``)
+and its clock, so a store that hangs or is gone, a loop busy planning, or a lease keeper that
+crashed cannot delay it. What it does to a running run, first reason first:
+
+- past its timeout: cancelled (reason ``timeout``);
+- its lease not confirmed ``leases.confirm_margin`` before it expires (renewals failing, the
+  store out of reach, the keeper restarting): cancelled (reason ``outage``);
+- cancelled (timeout, lost lease, outage) and its handler not returned
+  ``TIMEOUT_GRACE_SECONDS`` later: cut off. A Python thread cannot be killed, so its thread is
+  left behind, the replica stops claiming and exits with ``EXIT_RESTART`` so its supervisor
+  restarts it, which ends the handler; then its attempt is recorded (writing only while its
+  lease would be valid: ``outage.loop_write_deadline``). Anything the abandoned thread writes
+  meanwhile is refused by fencing.
+
+Shutdown has its own grace (``Worker._drain``).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -20,10 +30,16 @@ from ..clock import Clock
 from ..conf import JobsSettings
 from .executor import Execution, record_cut_off
 from .inflight import ActiveRun, CancelReason, InFlight, RunState
+from .leases import confirm_margin
 from .outage import loop_write_deadline
 from .outcomes import Tally
+from .supervision import Role, SupervisedThread, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
+
+# The longest the watch sleeps between looks (seconds): a renewal moves a lease's margin and
+# a fake clock in tests moves without telling anyone, so it never trusts one computed wait.
+WATCH_MAX_WAIT_SECONDS = 0.25
 
 
 def cut_off_at(active: ActiveRun, grace: timedelta) -> datetime | None:
@@ -35,7 +51,7 @@ def cut_off_at(active: ActiveRun, grace: timedelta) -> datetime | None:
 
 
 class Deadlines:
-    """Enforces the running runs' timeouts and cut-offs, from the loop's thread."""
+    """Enforces the running runs' timeouts, lease margins and cut-offs."""
 
     def __init__(
         self,
@@ -51,43 +67,112 @@ class Deadlines:
         self.execution, self.tally = execution, tally
         self.on_cut_off = on_cut_off  # the replica must restart: stop claiming, exit 3
         self.cut_off_count = 0  # runs left behind on their threads
+        self._lock = threading.Condition()
+        self._recording = 0  # cut-off runs whose attempt is being written
 
     @property
     def grace(self) -> timedelta:
         return timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS)
 
+    @property
+    def margin(self) -> timedelta:
+        return confirm_margin(self.settings.lease, self.grace)
+
     def next_instants(self) -> list[datetime]:
-        """When each running run next needs the loop: its deadline, or its cut-off."""
-        grace = self.grace
+        """When each running run next needs the watch: its deadline, its lease margin, or its
+        cut-off."""
+        grace, margin = self.grace, self.margin
         instants = []
         for active in self.inflight.in_state(RunState.RUNNING):
             cut_off = cut_off_at(active, grace)
-            instants.append(active.deadline if cut_off is None else cut_off)
+            if cut_off is not None:
+                instants.append(cut_off)
+            else:
+                instants += [active.deadline, active.lease.expires_at - margin]
         return instants
 
     def enforce(self) -> None:
-        """Cancel runs past their deadline; cut off those that ignore a cancellation (timeout,
-        lost lease, outage) past the grace."""
+        """Cancel runs past their deadline or their lease margin; cut off those that ignore a
+        cancellation (timeout, lost lease, outage) past the grace."""
         now = self.clock.now()
-        grace = self.grace
+        grace, margin = self.grace, self.margin
+        cut: list[ActiveRun] = []
         for active in self.inflight.in_state(RunState.RUNNING):
             cut_off = cut_off_at(active, grace)
             if cut_off is not None and now >= cut_off:
-                self._cut_off(active)
+                cut.append(active)
             elif now >= active.deadline and self.inflight.cancel(active, CancelReason.TIMEOUT, now):
                 log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
+            elif (
+                not active.lost
+                and now >= active.lease.expires_at - margin
+                and self.inflight.cancel(active, CancelReason.OUTAGE, now)
+            ):
+                log.error(
+                    "lease.unconfirmed",
+                    occurrence=str(active.lease.occurrence_id),
+                    token=active.lease.token,
+                    expires_at=active.lease.expires_at.isoformat(),
+                )
+        # Every run is cancelled or left behind before any write: a write waits for the store.
+        cut = [active for active in cut if self._abandon(active)]
+        try:
+            for active in cut:
+                until = loop_write_deadline(active.lease)
+                self.tally.add(record_cut_off(active, self.execution, until=until))
+        finally:
+            with self._lock:
+                self._recording -= len(cut)
+                self._lock.notify_all()
 
-    def _cut_off(self, active: ActiveRun) -> None:
-        """Leave behind the thread of a run that ignores cancellation, and record its attempt
-        (writing only while its lease would be valid: ``outage.loop_write_deadline``)."""
+    def wait_recorded(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the attempts of cut-off runs to be written (the
+        process must not exit under the write); False if one is still being written (the
+        store is out of reach: the next claim after the lease lapses records it lost)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._recording <= 0, timeout=timeout)
+
+    def _abandon(self, active: ActiveRun) -> bool:
+        """Leave behind the thread of a run that ignores cancellation; the replica must
+        restart. False if it returned after all."""
         if not self.inflight.abandon(active):
-            return  # it returned after all
+            return False
         log.error("run.cut_off", occurrence=str(active.lease.occurrence_id), reason=active.reason)
-        until = loop_write_deadline(active.lease)
-        outcome = record_cut_off(active, self.execution, until=until)
-        self.cut_off_count += 1
-        self.tally.add(outcome)
+        with self._lock:
+            self.cut_off_count += 1
+            self._recording += 1
         self.on_cut_off()
+        return True
 
 
-__all__ = ["Deadlines", "cut_off_at"]
+class DeadlineWatch(SupervisedThread):
+    """The thread that runs ``Deadlines.enforce`` at each run's next instant (and at least
+    every ``WATCH_MAX_WAIT_SECONDS``), until stopped."""
+
+    def __init__(self, deadlines: Deadlines, *, supervisor: Supervisor | None = None) -> None:
+        self.stopped = threading.Event()
+        super().__init__(Role.DEADLINES, supervisor=supervisor, stop_event=self.stopped)
+        self.deadlines = deadlines
+        self._poked = threading.Event()
+
+    def poke(self) -> None:
+        """Look again now (a run started, was cancelled or finished)."""
+        self._poked.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self._poked.set()
+
+    def body(self) -> None:
+        while not self.stopped.is_set():
+            self.deadlines.enforce()
+            self._poked.wait(self._wait_seconds())
+            self._poked.clear()
+
+    def _wait_seconds(self) -> float:
+        now = self.deadlines.clock.now()
+        waits = [(at - now).total_seconds() for at in self.deadlines.next_instants()]
+        return max(0.0, min([WATCH_MAX_WAIT_SECONDS, *waits]))
+
+
+__all__ = ["WATCH_MAX_WAIT_SECONDS", "DeadlineWatch", "Deadlines", "cut_off_at"]

@@ -11,7 +11,15 @@ write is fenced by the run's token, and retried through a store outage
 
 A store outage is not the job's failure: a handler that raised because the store could not be
 reached, and a run whose lease could not be confirmed, give the occurrence back with an
-``outage`` attempt once the store answers, and the failure count stays as it was.
+``outage`` attempt once the store answers, and the failure count stays as it was. Whether the
+store could not be reached is asked of the store, on a connection of its own
+(``session.store_answers``): an error that ended only the run's own session while the store
+answers (a handler that terminated its backend) is the job's failure. At most
+``MAX_OUTAGE_GIVE_BACKS`` outage attempts of one occurrence in a row are given back; the next
+is counted as a failure, so no occurrence is given back forever.
+
+Every exception a handler raises is its failure, ``BaseException`` included: ``SystemExit``
+and ``KeyboardInterrupt`` from a handler are recorded at once, and neither stops the replica.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from .session import (
     drop_leaked_transaction,
     keep_or_close_connection,
     reset_session,
+    store_answers,
     store_unreachable,
 )
 
@@ -62,6 +71,16 @@ log = structlog.get_logger("django_jobs.worker")
 
 # A fenced outcome write: whether the store accepted it for this lease at this instant.
 Write = Callable[[Lease, datetime], bool]
+
+# Outage attempts of one occurrence in a row that are given back without a failure; the next
+# counts as one. An outage that outlasts a run is waited out inside that run's write
+# (``keep_writing``), so a streak this long means the store kept failing this occurrence's
+# runs while answering in between.
+MAX_OUTAGE_GIVE_BACKS = 5
+
+
+class StoreOutages(JobsError):
+    """The error recorded when an occurrence's runs keep ending in a store outage."""
 
 
 @dataclass(frozen=True)
@@ -136,8 +155,8 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outc
         return _lost(active, ctx)
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
-    except Exception as exc:
-        outage = is_store_outage(exc) and store_unreachable(session)
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt too
+        outage = is_store_outage(exc) and store_unreachable(session) and not store_answers()
         if not outer_transaction:
             drop_leaked_transaction()
         return _failed(active, exc, ctx, outage=outage)
@@ -187,7 +206,7 @@ def _lost(active: ActiveRun, ctx: Execution) -> Outcome:
     return Outcome.LEASE_LOST
 
 
-def _failed(active: ActiveRun, exc: Exception, ctx: Execution, *, outage: bool) -> Outcome:
+def _failed(active: ActiveRun, exc: BaseException, ctx: Execution, *, outage: bool) -> Outcome:
     """A handler error (``outage``: one the store being out of reach caused), or its reaction
     to being cancelled."""
     if active.abandoned or active.reason == CancelReason.LEASE_LOST:
@@ -211,10 +230,31 @@ def give_back_after_outage(
     with log_scope(active):  # also called before the run started, and from the loop
         log.warning("occurrence.outage", error_type=error_type, error=error)
         drop_connection()  # broken, or to a server that cannot take writes
+        if (streak := _outage_streak(active, ctx, until)) >= MAX_OUTAGE_GIVE_BACKS:
+            too_many = StoreOutages(
+                f"{streak + 1} attempts in a row ended by a store outage; this one is counted "
+                f"as a failure (at most {MAX_OUTAGE_GIVE_BACKS} are given back). Last error: "
+                f"{error_type}: {error}"
+            )
+            return record_failure(active, too_many, ctx, outcome=AttemptOutcome.FAILED, until=until)
         result = _give_back(active, ctx, GiveBack.OUTAGE, until=until)
         if result == REFUSED:
             return _excuse(active, ctx, until=until)
         return result
+
+
+def _outage_streak(active: ActiveRun, ctx: Execution, until: datetime) -> int:
+    """The occurrence's outage attempts in a row before this one, read once the store answers
+    (0 if it does not answer by ``until``: the give-back will not be written either)."""
+    streak = keep_writing(
+        lambda: store.outage_streak(active.lease),
+        clock=ctx.clock,
+        stop=ctx.stop_writing,
+        outage=ctx.outage,
+        during="outcome",
+        until=until,
+    )
+    return 0 if isinstance(streak, Unwritten) else streak
 
 
 def _excuse(active: ActiveRun, ctx: Execution, *, until: datetime = LATEST) -> Outcome:

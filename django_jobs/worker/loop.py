@@ -7,8 +7,10 @@
   ``starts.py``: starts of runs claimed ahead, written together;
   ``executor.py``: one run and its outcome write; ``completer.py``: completions written in
   batches; ``inflight.py``: the books of every run it holds a lease for;
-- ``deadlines.py``: timeouts and cut-offs; ``leases.py``: lease renewal;
+- ``deadlines.py``: timeouts, lease margins and cut-offs, on a thread of their own;
+  ``leases.py``: lease renewal;
 - ``outage.py``: what to do when the store fails; ``outcomes.py``: what a run ended as;
+- ``supervision.py``: what a crash of any of its threads means;
 - ``shutdown.py``: the drain.
 """
 
@@ -29,7 +31,7 @@ from ..registry import Registry, registry
 from .cadence import PlanCadence
 from .claims import Claims, StepResult
 from .completer import Completer
-from .deadlines import Deadlines
+from .deadlines import Deadlines, DeadlineWatch
 from .executor import Execution
 from .inflight import ActiveRun, InFlight, RunState
 from .leases import LeaseKeeper
@@ -38,12 +40,14 @@ from .outcomes import Outcome, PassSummary, Tally
 from .replica import CLOCK_SAMPLES, Heartbeat, default_replica_id, sync_clock
 from .retention import RetentionKeeper
 from .shutdown import Drain, try_store
+from .supervision import Role, Supervisor
 from .threads import RunThreads
 from .wakeup import Wakeup, conninfo_from_django
 
 log = structlog.get_logger("django_jobs.worker")
 
 EXIT_RESTART = 3  # a run ignored cancellation and was cut off: restart this process
+EXIT_THREAD_FAILED = 4  # a thread of the replica crashed too often: restart this process
 
 # Seconds ``run_pass`` waits for its runs between timeout checks; a finished run pokes the
 # loop awake, so this is only an upper bound.
@@ -84,6 +88,7 @@ class Worker:
         self.stopping = threading.Event()  # stop claiming, drain, release, exit
         self.forced = threading.Event()  # a second signal: exit fast
         self.exit_code = 0
+        self.failed_role: Role | None = None  # the thread whose crashes stopped the replica
         # Run threads that never returned (cut off, or still running at exit): the process
         # must end without waiting for them (``manage.py runworker`` uses ``os._exit``).
         self.stuck_threads = 0
@@ -91,8 +96,9 @@ class Worker:
         self.wakeup = Wakeup(conninfo_from_django() if listen else None)
         # Every run this replica holds a lease for; the loop, the run threads, the keeper and
         # the completer change it only through its transitions.
-        self.inflight = InFlight(on_change=self.wakeup.poke)
+        self.inflight = InFlight(on_change=self._changed)
         patterns = self.settings.REDACT_PATTERNS
+        self.supervisor = Supervisor(on_failure=self._thread_failed, patterns=patterns)
         self._outages = LoopOutage(self.clock, patterns=patterns, wakeup=self.wakeup)
         self.outage = self._outages.outage  # the replica's outage log, shared by every thread
         self._tally = Tally()
@@ -132,6 +138,7 @@ class Worker:
             execution=self._execution,
             tally=self._tally,
             inline=self.inline,
+            supervisor=self.supervisor,
         )
         self._completer = Completer(
             clock=self.clock,
@@ -140,6 +147,7 @@ class Worker:
             max_batch=max(self.settings.CLAIM_BATCH_SIZE, self.concurrency),
             patterns=self.settings.REDACT_PATTERNS,
             outage=self.outage,
+            supervisor=self.supervisor,
         )
         self._claims = Claims(
             replica_id=self.replica_id,
@@ -161,6 +169,7 @@ class Worker:
             tally=self._tally,
             on_cut_off=self._must_restart,
         )
+        self._watch = DeadlineWatch(self._deadlines, supervisor=self.supervisor)
         self._keeper = LeaseKeeper(
             owner=self.replica_id,
             clock=self.clock,
@@ -168,6 +177,8 @@ class Worker:
             inflight=self.inflight,
             outage=self.outage,
             on_cancel=self.wakeup.poke,
+            grace=self._deadlines.grace,
+            supervisor=self.supervisor,
         )
         self._drainer = Drain(
             clock=self.clock,
@@ -178,8 +189,9 @@ class Worker:
             wakeup=self.wakeup,
             forced=self.forced,
             stop_writing=self._execution.stop_writing,
-            cut_off=lambda: self.exit_code == EXIT_RESTART,
+            cut_off=lambda: self.exit_code != 0,
             patterns=self.settings.REDACT_PATTERNS,
+            timeout_grace=self._deadlines.grace,
         )
 
     # --- shared state ---------------------------------------------------------------
@@ -196,6 +208,11 @@ class Worker:
     def _busy(self) -> bool:
         return len(self.inflight) > 0
 
+    def _changed(self) -> None:
+        """A run started, was cancelled or left the books: wake the loop and the watch."""
+        self.wakeup.poke()
+        self._watch.poke()
+
     def _hand_over(self, active: ActiveRun) -> None:
         self.inflight.hand_over(active)
         self._completer.submit(active)
@@ -210,8 +227,24 @@ class Worker:
 
     def _must_restart(self) -> None:
         """A run was cut off: stop claiming and exit with ``EXIT_RESTART``."""
-        self.exit_code = EXIT_RESTART
+        if not self.exit_code:
+            self.exit_code = EXIT_RESTART
         self.stopping.set()
+        self.wakeup.poke()
+
+    def _thread_failed(self, role: Role, exc: BaseException) -> None:
+        """A thread crashed too often (``supervision.py``): stop safely. Claims stop now; the
+        runs are cancelled at once and given ``TIMEOUT_GRACE_SECONDS`` to return, then cut
+        off and released; the process exits ``EXIT_THREAD_FAILED``."""
+        self.failed_role = role
+        self.exit_code = EXIT_THREAD_FAILED
+        log.error("worker.failed", role=role.value, exit_code=EXIT_THREAD_FAILED)
+        self.stopping.set()
+        self.wakeup.poke()
+
+    def threads(self) -> dict[str, str]:
+        """Each of this replica's threads and its status (``supervision.Status``)."""
+        return self.supervisor.status()
 
     def sync_clock(self, samples: int = CLOCK_SAMPLES) -> None:
         """Align a SystemClock with the database's so all replicas share one timeline."""
@@ -225,6 +258,8 @@ class Worker:
         now = self.clock.now()
         if self._cadence.due(now):
             self._cadence.plan(now)
+        if not self.supervisor.guards_alive():
+            return StepResult(0, 0)  # nothing new while a guard of the runs is down
         return self._claims.claim(now)
 
     def _enforce_timeouts(self) -> None:
@@ -233,9 +268,12 @@ class Worker:
     # --- run what is due now (--once) -----------------------------------------------
 
     def _ensure_keeper(self) -> None:
-        if not self._keeper.is_alive() and not self._keeper.stopped.is_set():
+        """Start the guards of the runs: the lease keeper, the deadline watch, the completer."""
+        if self._keeper.ident is None and not self._keeper.stopped.is_set():
             self._keeper.start()
-        if not self.inline and not self._completer.is_alive() and self._completer.ident is None:
+        if not self.inline and self._watch.ident is None:
+            self._watch.start()
+        if not self.inline and self._completer.ident is None:
             self._completer.start()
 
     def close(self) -> None:
@@ -244,6 +282,7 @@ class Worker:
         self._keeper.stopped.set()
         if self._keeper.is_alive():
             self._keeper.join(timeout=THREAD_JOIN_SECONDS)
+        self._watch.stop()
         self._threads.shutdown(wait=not self.stuck_threads)
         self._completer.stop_and_wait(COMPLETER_CLOSE_SECONDS)
         self._threads.close_connections()
@@ -288,7 +327,10 @@ class Worker:
         self._ensure_keeper()
         if self.settings.RETENTION_SECONDS > 0 and not self.inline:
             self._retention = RetentionKeeper(
-                replica=self.replica_id, clock=self.clock, settings=self.settings
+                replica=self.replica_id,
+                clock=self.clock,
+                settings=self.settings,
+                supervisor=self.supervisor,
             )
             self._retention.start()
         self._cadence.plan_now(self.clock.now())
@@ -299,8 +341,12 @@ class Worker:
             except DatabaseError as exc:
                 self._outages.pass_failed(exc)
                 continue
+            except Exception as exc:  # a bug: the loop's own pass is supervised too
+                if self.supervisor.crashed(Role.LOOP, exc):
+                    self.wakeup.wait(self.supervisor.restart_delay(Role.LOOP))
+                continue
             self._outages.pass_succeeded()
-            if self.exit_code == EXIT_RESTART:
+            if self.exit_code:
                 break
             if self.wakeup.wait(sleep) == "notify":
                 self._cadence.plan_now(self.clock.now())
@@ -308,22 +354,21 @@ class Worker:
 
     def _serve_step(self) -> float:
         """One pass of ``serve``; returns how long to sleep after it (0: a full batch was
-        claimed, more may be due)."""
-        self._heartbeat.beat(ReplicaState.RUNNING)
-        self._enforce_timeouts()
+        claimed, more may be due). Deadlines are the watch's (``DeadlineWatch``), never
+        behind this pass's store calls."""
+        self._heartbeat.beat(ReplicaState.RUNNING, threads=self.threads())
         claimed, asked = self.step()
         return 0.0 if claimed and claimed == asked else self._idle_seconds()
 
     def _idle_seconds(self) -> float:
-        """Sleep until the earliest of: due work (if a thread is free), a run's timeout or
-        cut-off, the next heartbeat, ``POLL_SECONDS``."""
+        """Sleep until the earliest of: due work (if a thread is free), the next heartbeat,
+        ``POLL_SECONDS``."""
         now = self.clock.now()
         candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._heartbeat.next_at]
         if self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency:
             due = self._cadence.next_work(now)
             if due is not None:
                 candidates.append(due)
-        candidates += self._deadlines.next_instants()
         return max(0.0, (min(candidates) - now).total_seconds())
 
     # --- shutdown -------------------------------------------------------------------
@@ -331,14 +376,17 @@ class Worker:
     def _drain(self) -> None:
         """Stop claiming; give running occurrences the grace period; then cancel them and
         release their leases so another replica can take them at once (``shutdown.Drain``).
-        Runs still going after that are left behind (``stuck_threads``)."""
-        self.stuck_threads = self._drainer.run()
+        Runs still going after that are left behind (``stuck_threads``). A replica stopping
+        because a thread failed gives its runs no shutdown grace: they are cancelled at once
+        and have ``TIMEOUT_GRACE_SECONDS`` to return."""
+        self.stuck_threads = self._drainer.run(failed=self.failed_role is not None)
 
     def _shutdown(self) -> int:
         log.info("worker.draining", running=len(self.inflight))
         self._try(lambda: self._heartbeat.beat(ReplicaState.DRAINING, force=True))
         self._drain()
         self._keeper.stopped.set()
+        self._watch.stop()
         if self._retention is not None:
             # A batch cut short by the exit rolls back whole: no statement is left half-done.
             self._retention.stop()
@@ -357,6 +405,7 @@ class Worker:
 
 __all__ = [
     "EXIT_RESTART",
+    "EXIT_THREAD_FAILED",
     "Outcome",
     "PassSummary",
     "StepResult",

@@ -68,8 +68,11 @@ class Heartbeat:
         self.silent = None if lease is None else max(every * GONE_AFTER_HEARTBEATS, lease)
         self.drain = drain
 
-    def beat(self, state: ReplicaState, *, force: bool = False) -> None:
-        """Record the replica's state, if a heartbeat is due (or ``force``)."""
+    def beat(
+        self, state: ReplicaState, *, force: bool = False, threads: dict[str, str] | None = None
+    ) -> None:
+        """Record the replica's state and its threads' (``supervision.Status`` by role), if a
+        heartbeat is due (or ``force``)."""
         now = self.clock.now()
         if not force and now < self.next_at:
             return
@@ -82,6 +85,7 @@ class Heartbeat:
             state=state.value,
             concurrency=self.concurrency,
             running=len(self.inflight),
+            threads=threads or {},
         )
         self.next_at = now + self.every
         if self.silent is not None and state == ReplicaState.RUNNING:

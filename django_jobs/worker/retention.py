@@ -30,8 +30,8 @@ from django.db import DatabaseError, connections, transaction
 from .. import store
 from ..clock import Clock
 from ..conf import JobsSettings
-from ..safe_error import loggable
 from .outage import OutageLog
+from .supervision import Role, SupervisedThread, Supervisor
 
 log = structlog.get_logger("django_jobs.retention")
 
@@ -146,29 +146,38 @@ def _forget_object_permissions(schedule_ids: list[int]) -> None:
         model.objects.filter(content_type=kind, object_pk__in=keys).delete()
 
 
-class RetentionKeeper(threading.Thread):
+class RetentionKeeper(SupervisedThread):
     """Runs a retention pass every ``RETENTION_SECONDS`` on its own connection, until stopped.
 
     A database error (an outage among them) ends the pass; it is logged at a bounded rate and
-    the connection closed (which frees the lock); the next turn tries again.
+    the connection closed (which frees the lock); the next turn tries again. Any other error
+    crashes the thread, its connection (and with it the fleet's lock) closed: its supervisor
+    runs it again, bounded (``supervision.py``).
     """
 
-    def __init__(self, *, replica: str, clock: Clock, settings: JobsSettings) -> None:
-        super().__init__(name="django_jobs-retention", daemon=True)
-        self.replica, self.clock, self.settings = replica, clock, settings
+    def __init__(
+        self,
+        *,
+        replica: str,
+        clock: Clock,
+        settings: JobsSettings,
+        supervisor: Supervisor | None = None,
+    ) -> None:
         self.stopped = threading.Event()
+        super().__init__(Role.RETENTION, supervisor=supervisor, stop_event=self.stopped)
+        self.replica, self.clock, self.settings = replica, clock, settings
         self.errors = OutageLog(
             clock,
             patterns=settings.REDACT_PATTERNS,
             events=("retention.failed", "retention.still_failing", "retention.recovered"),
         )
 
-    def run(self) -> None:
+    def body(self) -> None:
         try:
             while not self.stopped.wait(self.settings.RETENTION_SECONDS):
                 self.run_once()
         finally:
-            connections.close_all()
+            connections.close_all()  # never left holding the fleet's lock
 
     def run_once(self) -> RetentionPass | None:
         try:
@@ -176,16 +185,6 @@ class RetentionKeeper(threading.Thread):
         except DatabaseError as exc:
             self.errors.failed(exc)
             connections.close_all()  # and with the connection, the lock
-            return None
-        except Exception as exc:
-            # Never let the thread die holding the fleet's lock: log, drop the connection,
-            # and try again at the next turn.
-            log.error(
-                "retention.crashed",
-                error_type=type(exc).__name__,
-                error=loggable(exc, patterns=self.settings.REDACT_PATTERNS),
-            )
-            connections.close_all()
             return None
         self.errors.recovered()
         return done

@@ -14,10 +14,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from psycopg.sql import SQL, Literal
 
 from .outage import OUTAGES, is_store_outage
+from .wakeup import conninfo_from_django
 
 # The outage count (``OUTAGES.value``) each run thread last saw.
 _seen = threading.local()
@@ -112,10 +114,33 @@ def store_unreachable(session: SessionUse) -> bool:
     return connection.connection is None or not connection.is_usable()
 
 
+# Seconds a probe of the store waits to connect (``store_answers``): a server that is up answers
+# in milliseconds; one that is gone refuses at once or not at all.
+PROBE_CONNECT_SECONDS = 3
+
+
+def store_answers() -> bool:
+    """Whether the store answers this replica right now, asked on a connection of its own (not
+    the run's, which the handler may have broken itself): one connect and ``SELECT 1``.
+
+    A handler whose own statement ended its session (``pg_terminate_backend`` of itself, a
+    query that crashes its backend, a session-killing timeout) sees the same errors as an
+    outage; only the store's answer tells them apart.
+    """
+    params = {**conninfo_from_django(), "connect_timeout": PROBE_CONNECT_SECONDS}
+    try:
+        with psycopg.connect(**params, autocommit=True) as probe:
+            probe.execute("SELECT 1")
+    except psycopg.Error:
+        return False
+    return True
+
+
 __all__ = [
     "SessionUse",
     "drop_leaked_transaction",
     "keep_or_close_connection",
     "reset_session",
+    "store_answers",
     "store_unreachable",
 ]

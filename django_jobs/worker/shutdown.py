@@ -66,11 +66,14 @@ class Drain:
     stop_writing: threading.Event  # set when the completer is left behind
     cut_off: Callable[[], bool]  # whether a run was cut off: the process must end now
     patterns: tuple[str, ...]
+    timeout_grace: timedelta = timedelta(0)  # ``TIMEOUT_GRACE_SECONDS``
 
-    def run(self) -> int:
+    def run(self, *, failed: bool = False) -> int:
         """Drain; return how many threads were left behind (the process must end without
-        waiting for them)."""
-        until = self.clock.now() + self.grace
+        waiting for them). ``failed``: a thread of the replica failed (``supervision.py``),
+        so the runs get no shutdown grace: they are cancelled at once and have the timeout
+        grace to return."""
+        until = self.clock.now() + (timedelta(0) if failed else self.grace)
         while len(self.inflight) and not self.forced.is_set() and self.clock.now() < until:
             if self.cut_off():
                 break  # the process must end, not wait out the grace
@@ -81,12 +84,16 @@ class Drain:
             self.inflight.cancel(active, CancelReason.SHUTDOWN, self.clock.now())
         # After a cut-off the process must end now (that ends the abandoned handler): the
         # other runs are released, not waited for.
-        hurry = self.forced.is_set() or self.cut_off()
-        settle = self.clock.now() + timedelta(seconds=0 if hurry else SETTLE_SECONDS)
+        if self.forced.is_set() or (self.cut_off() and not failed):
+            settle = self.clock.now()
+        else:
+            settle_for = self.timeout_grace if failed else timedelta(seconds=SETTLE_SECONDS)
+            settle = self.clock.now() + settle_for
         while self.inflight.running() and self.clock.now() < settle:
             self.wakeup.wait(SETTLE_WAIT_SECONDS)
         stuck = self._release_leftovers() + self.deadlines.cut_off_count
         wait = 0 if self.forced.is_set() else COMPLETER_SHUTDOWN_SECONDS
+        self.deadlines.wait_recorded(wait)  # a cut-off run's attempt, if the store answers
         if not self.completer.stop_and_wait(wait):
             stuck += 1
             self.stop_writing.set()

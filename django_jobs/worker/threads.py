@@ -28,6 +28,7 @@ from .inflight import ActiveRun, InFlight
 from .outage import raise_unless_outage
 from .outcomes import Outcome, Tally
 from .starts import Starts
+from .supervision import Role, Status, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -71,9 +72,11 @@ class RunThreads:
         execution: Execution,
         tally: Tally,
         inline: bool,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.clock, self.inflight, self.execution = clock, inflight, execution
         self.tally, self.inline = tally, inline
+        self.supervisor = supervisor or Supervisor()
         self.times = RunTimes()
         self.starts = Starts(clock)
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
@@ -146,11 +149,16 @@ class RunThreads:
             return
         exc = future.exception()
         if exc is not None:
+            # Not the handler's error (``execute`` records every one of those): the worker's
+            # own, writing the outcome. Its lease is no longer renewed: the next claim after
+            # it lapses records the attempt lost. Crashes too close together stop the replica.
             self.inflight.finish(active)
             with log_scope(active):  # the worker's keys: the handler's context is gone
                 patterns = self.execution.settings.REDACT_PATTERNS
                 error = loggable(exc, patterns=patterns)
                 log.error("run.crashed", error_type=type(exc).__name__, error=error)
+                if self.supervisor.crashed(Role.RUN, exc):
+                    self.supervisor.set(Role.RUN, Status.ALIVE)
             return
         outcome = future.result()
         if outcome != Outcome.HANDED_OVER:  # else the completer finishes it

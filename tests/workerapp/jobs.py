@@ -6,6 +6,7 @@ import asyncio
 import datetime as dt
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -184,3 +185,37 @@ def enqueued(run: Run) -> dict[str, object]:
     with run.atomic():
         effects.record(run.occurrence_key, token=run.fencing_token)
     return {"args": run.args, "attempt": run.attempt}
+
+
+@job("proc.watchful_beat", departure=HARNESS)
+def watchful_beat(run: Run) -> None:
+    """Notes ``<replica> <monotonic time>`` in ``beats`` every 0.1 s for
+    ``JOBS_TEST_RUN_SECONDS`` (12 s), and returns as soon as the worker cancels it: two
+    replicas beating at once are two replicas executing one occurrence."""
+    replica = os.environ["JOBS_TEST_REPLICA"]
+    until = time.monotonic() + float(os.environ.get("JOBS_TEST_RUN_SECONDS", "12"))
+    while time.monotonic() < until and not run.cancelled:
+        _append("beats", f"{replica} {time.monotonic()}")
+        time.sleep(0.1)
+
+
+@job("proc.exits", departure=HARNESS)
+def exits(run: Run) -> None:
+    """Calls ``sys.exit`` on every attempt, as a script turned into a job would."""
+    _touch(f"exit-{run.occurrence_key}-{run.attempt}")
+    sys.exit(1)
+
+
+@job("proc.interrupted", departure=HARNESS)
+def interrupted(run: Run) -> None:
+    """Raises ``KeyboardInterrupt`` on every attempt."""
+    _touch(f"interrupt-{run.occurrence_key}-{run.attempt}")
+    raise KeyboardInterrupt
+
+
+@job("proc.query_of_death", departure=HARNESS)
+def query_of_death(run: Run) -> None:
+    """Ends its own database session on every attempt, as a query that crashes its backend or
+    trips a session-killing timeout does, while the store itself stays up."""
+    _append("query-of-death", f"{run.occurrence_key} {run.attempt}")
+    probes.end_own_session()

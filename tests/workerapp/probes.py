@@ -62,3 +62,10 @@ def session_state() -> dict[str, Any]:
             cursor.execute(query)
             seen[name] = cursor.fetchone()[0]
     return seen
+
+
+def end_own_session() -> None:
+    """Terminate this connection's own backend, as a query that crashes its backend or trips a
+    session-killing timeout does (``proc.query_of_death``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from django_jobs import Misfire, Overlap, Retry, after, every, schedule
+from django_jobs import Misfire, Overlap, Retry, after, at, every, schedule
 
 # One name, or several separated by commas ("tick,outage_reader").
 DECLARED = set(os.environ.get("JOBS_TEST_DECLARE", "").split(","))
@@ -40,6 +40,31 @@ if "outage_reader" in DECLARED:
         status="active",
     )
 
+# A deploy that lands after three one-offs' instants (tests/test_late_one_off_processes.py):
+# the worker (runworker_fileclock) syncs them with its clock at LATE_DEPLOY. Each has
+# max_delay 1 h: the first is within it, the other two past it, one replayed, one skipped.
+LATE_DEPLOY = datetime(2027, 5, 1, 12, 0, tzinfo=UTC)
+LATE_ONE_OFFS = {
+    "proc.late.within": (LATE_DEPLOY - timedelta(minutes=30), Misfire.REPLAY_ONCE),
+    "proc.late.replayed": (LATE_DEPLOY - timedelta(hours=2), Misfire.REPLAY_ONCE),
+    "proc.late.skipped": (LATE_DEPLOY - timedelta(hours=2), Misfire.SKIP),
+}
+
+if "late_one_offs" in DECLARED:
+    for key, (instant, misfire) in LATE_ONE_OFFS.items():
+        schedule(
+            key,
+            job="proc.effect",
+            timing=at(instant),
+            max_delay=timedelta(hours=1),
+            misfire=misfire,
+            timeout=timedelta(seconds=30),
+            retention=timedelta(days=1),
+            operating_owner="tests",
+            record_owner="tests@example.com",
+            status="active",
+        )
+
 if os.environ.get("JOBS_TEST_DECLARE") == "many":
     # A project's worth of declarations (JOBS_TEST_DECLARED of them): the replica's start-up
     # sync of them runs beside serving.
@@ -54,3 +79,18 @@ if os.environ.get("JOBS_TEST_DECLARE") == "many":
             record_owner="tests@example.com",
             status="active",
         )
+
+if "stubborn_timeout" in DECLARED:
+    # One run that ignores cancellation, with a short timeout and a long lease: only the
+    # timeout (and its grace) can end it.
+    schedule(
+        "proc.stubborn_timeout",
+        job="proc.stubborn_beat",
+        timing=after(timedelta(0)),
+        retry=Retry(max_attempts=1),
+        timeout=timedelta(seconds=5),
+        retention=timedelta(days=1),
+        operating_owner="tests",
+        record_owner="tests@example.com",
+        status="active",
+    )

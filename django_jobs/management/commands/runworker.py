@@ -117,6 +117,7 @@ class Command(BaseCommand):
                 clock=worker.clock,
                 stopping=worker.stopping,
                 done=self.synced,
+                supervisor=worker.supervisor,
             ).start()
         self.stdout.write(f"django_jobs worker {worker.replica_id} started")
         self.stdout.flush()

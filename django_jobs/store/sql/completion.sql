@@ -60,3 +60,14 @@ RETURNING o.id
 UPDATE {occurrence} SET result = %(result)s::jsonb
 WHERE id = %(id)s AND fencing_token = %(token)s AND state = %(completed)s
 RETURNING id
+
+-- name: outage_streak
+-- How many attempts of an occurrence in a row, newest first, ended by a store outage: those
+-- since its newest attempt that ended any other way (the attempt running now aside).
+SELECT count(*) FROM {attempt} a
+WHERE a.occurrence_id = %(id)s AND a.outcome = %(attempt_outage)s
+  AND a.number > COALESCE(
+      (SELECT max(b.number) FROM {attempt} b
+       WHERE b.occurrence_id = %(id)s
+         AND b.outcome NOT IN (%(attempt_outage)s, %(attempt_running)s, %(attempt_claimed)s)),
+      0)

@@ -2,10 +2,11 @@
 
 -- name: heartbeat
 INSERT INTO {replica}
-    (id, host, pid, started_at, heartbeat_at, state, concurrency, running)
-VALUES (%(id)s, %(host)s, %(pid)s, %(started)s, %(now)s, %(state)s, %(conc)s, %(running)s)
+    (id, host, pid, started_at, heartbeat_at, state, concurrency, running, threads)
+VALUES (%(id)s, %(host)s, %(pid)s, %(started)s, %(now)s, %(state)s, %(conc)s, %(running)s,
+        %(threads)s)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
-    state = EXCLUDED.state, running = EXCLUDED.running
+    state = EXCLUDED.state, running = EXCLUDED.running, threads = EXCLUDED.threads
 
 -- name: next_schedule_due
 -- When the next plan pass has work: the earliest next due instant less the plan-ahead
