@@ -119,3 +119,5 @@ def _print_health(run: Invocation, report: services.HealthReport) -> None:
         )
     for parked in report.parked:
         run.stdout.write(f"parked: {parked['schedule']} ({parked['field']}): {parked['reason']}")
+    for stranded in report.stranded:
+        run.stdout.write(f"stranded: {stranded.name}: {stranded.why}. {stranded.what_to_do}")

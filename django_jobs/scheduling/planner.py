@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from ..clock import ensure_aware_utc
 from .policies import Misfire, Overlap
-from .timings import Every, Timing, neighbours
+from .timings import At, Every, Timing, neighbours
 
 SKIP_RECORD_CAP = 100
 # The most missed instants a schedule may replay (declarations refuse more; a row that says
@@ -113,6 +113,30 @@ def first_due(timing: Timing, *, since: datetime, now: datetime) -> datetime:
     now = ensure_aware_utc(now, name="now")
     first = next(iter(timing.iter_from(ensure_aware_utc(since, name="since"))), None)
     return first if first is not None and first > now else now
+
+
+def plan_unreached(request: PlanRequest) -> PlanDecision | None:
+    """The decision for the instant of an ``at`` one-off that ``plan`` never reaches, or None
+    when there is none.
+
+    ``plan`` starts at the record's creation (``since``), or just after its recovery point, so
+    a one-off whose instant had passed when its record was written (a deploy that lands late,
+    the instant moved to one already past) would plan nothing, ever. Its instant is decided as
+    ``plan`` decides any instant: on time within ``max_delay`` (it runs now), otherwise missed,
+    and its misfire policy runs it late or skips it. A recurring timing owes nothing from
+    before its record existed, and ``after`` counts from the creation: None for them, as for
+    an instant still to come (``plan`` reaches it).
+    """
+    timing = request.timing
+    if not isinstance(timing, At):
+        return None
+    instant = timing.validate().instant
+    start = ensure_aware_utc(request.since, name="since")
+    if request.last_scheduled_at is not None:
+        start = max(start, ensure_aware_utc(request.last_scheduled_at, name="last") + _TICK)
+    if instant >= start or instant > ensure_aware_utc(request.now, name="now"):
+        return None
+    return plan(replace(request, since=instant, last_scheduled_at=None))
 
 
 def plan(request: PlanRequest) -> PlanDecision:

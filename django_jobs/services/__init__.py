@@ -15,6 +15,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 
 - ``sync``: ``sync_schedules`` and ``sync_if_changed`` (declared schedules, as a set);
 - ``schedules``: ``upsert_schedule`` (run-time schedules, one at a time);
+- ``one_offs``: ``plan_late_one_offs`` (a one-off written after its instant: decided then);
 - ``inspection``: the permission-scoped lookups, ``inspect_schedule``/``inspect_occurrence`` and
   ``with_recovery_points`` (a schedule's last start and completion, from its occurrences);
 - ``summary``: ``schedule_summary`` (the admin's schedule page: timing in words, next runs
@@ -23,6 +24,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
 - ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
 - ``health``: ``replica_health``;
+- ``stranded``: ``stranded_schedules`` (active records nothing will run: check W031);
 - ``dashboard``: ``dashboard`` (the console's page: replicas, due work, schedules' lines, a chart);
 - ``metrics``: ``fleet_metrics`` (what a Prometheus scrape reports, fleet-wide);
 - ``timeline``: ``now``, the instant interfaces pass to the others;
@@ -34,7 +36,7 @@ from __future__ import annotations
 from .dashboard import DEFAULT_WINDOW as dashboard_window
 from .dashboard import WINDOWS as DASHBOARD_WINDOWS
 from .dashboard import Dashboard, dashboard
-from .health import PARKED_SHOWN, HealthReport, replica_health
+from .health import PARKED_SHOWN, STRANDED_SHOWN, HealthReport, replica_health
 from .inspection import (
     ScheduleReport,
     find_occurrence,
@@ -55,6 +57,7 @@ from .metrics import (
 from .operator import DISABLED_FIELDS, cancel, disable, enable, purge, run_now
 from .replays import replay, replay_at
 from .schedules import PARKED_FIELDS, TIMING_FIELDS, upsert_schedule
+from .stranded import Stranded, stranded_schedules
 from .summary import ScheduleSummary, schedule_summary
 from .sync import SyncReport, fingerprint, sync_if_changed, sync_schedules
 from .tenants import TENANT_PAUSE, pause_tenant, resume_tenant
@@ -68,6 +71,7 @@ __all__ = [
     "LATENESS_BUCKETS",
     "PARKED_FIELDS",
     "PARKED_SHOWN",
+    "STRANDED_SHOWN",
     "TENANT_PAUSE",
     "TIMING_FIELDS",
     "Buckets",
@@ -76,6 +80,7 @@ __all__ = [
     "HealthReport",
     "ScheduleReport",
     "ScheduleSummary",
+    "Stranded",
     "SyncReport",
     "cancel",
     "dashboard",
@@ -97,6 +102,7 @@ __all__ = [
     "resume_tenant",
     "run_now",
     "schedule_summary",
+    "stranded_schedules",
     "sync_if_changed",
     "sync_schedules",
     "upsert_schedule",

@@ -7,9 +7,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..models import Replica, ReplicaState, RetentionState, Schedule, ScheduleStatus
+from .stranded import Stranded, stranded_schedules
 
-# The most recently parked schedules a health report lists.
+# The most recently parked schedules a health report lists; as many stranded ones.
 PARKED_SHOWN = 20
+STRANDED_SHOWN = 20
 
 
 @dataclass
@@ -25,6 +27,8 @@ class HealthReport:
     # Schedules the planner parked (a value it refuses): not a replica's health, but work
     # that is not being planned; the most recent PARKED_SHOWN of them.
     parked: list[dict[str, Any]] = field(default_factory=list)
+    # Active schedules nothing will run (``stranded_schedules``), the first STRANDED_SHOWN.
+    stranded: list[Stranded] = field(default_factory=list)
 
     def retention_dict(self) -> dict[str, Any] | None:
         """The last retention pass: its rate, and its lag (how long since retention last
@@ -74,6 +78,7 @@ class HealthReport:
             ],
             "retention": self.retention_dict(),
             "parked": self.parked,
+            "stranded": [s.as_dict() for s in self.stranded],
         }
 
 
@@ -91,5 +96,11 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
         .order_by("-parked_at")[:PARKED_SHOWN]
     ]
     return HealthReport(
-        host=host, replicas=replicas, stale=stale, retention=retention, now=now, parked=parked
+        host=host,
+        replicas=replicas,
+        stale=stale,
+        retention=retention,
+        now=now,
+        parked=parked,
+        stranded=stranded_schedules(now=now, limit=STRANDED_SHOWN),
     )

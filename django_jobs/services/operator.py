@@ -19,6 +19,7 @@ from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
 from ..safe_error import loggable
 from ..validation import arguments, need_reason
+from .one_offs import plan_late_one_offs
 from .rows import locked, need_same_tenant, occurrence_row, record, shown
 from .schedules import PARKED_FIELDS, unpark
 
@@ -73,7 +74,8 @@ def disable(
 
 def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Schedule:
     """Let replicas claim the schedule again; what it missed meanwhile is planned at the next
-    pass and decided by its misfire policy. A schedule the planner parked is checked again at
+    pass and decided by its misfire policy (a one-off's instant the planner would never reach:
+    decided now, ``plan_late_one_offs``). A schedule the planner parked is checked again at
     that pass. The record's ``before`` is what the row held: who disabled it, why and when
     (or that it was not disabled), and why it was parked."""
     reason = need_reason(reason, f"enabling schedule {shown(schedule)}")
@@ -98,6 +100,9 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
             before=before,
             after=_disabled_state(schedule),
         )
+        # A one-off whose instant nothing ever planned (an older release wrote its record
+        # after the instant): its misfire policy decides it now.
+        plan_late_one_offs([schedule], now=now)
         store.notify("enable")
     return schedule
 

@@ -22,6 +22,7 @@ from ..models import Limit, Origin, Schedule, ScheduleStatus
 from ..registry import registry
 from ..scheduling.timings import After
 from ..validation import need_reason
+from .one_offs import plan_late_one_offs
 from .rows import first_due, need_user, record
 
 # Changing any of these changes when the schedule runs: audited as a timing change.
@@ -97,6 +98,7 @@ def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> 
         after=fields,
     )
     _set_limit(schedule, declaration)
+    plan_late_one_offs([schedule], now=write.now)  # created after its instant
     return _Upserted(schedule, "created", runbooks.write(schedule))
 
 
@@ -137,6 +139,8 @@ def _update(
         before=before,
         after=changed,
     )
+    if replan:
+        plan_late_one_offs([existing], now=write.now)  # moved to an instant already past
     return _Upserted(existing, "updated", runbooks.write(existing))
 
 

@@ -37,6 +37,7 @@ from ..exceptions import UnknownJob
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..registry import registry
 from ..scheduling.timings import After, At
+from .one_offs import plan_late_one_offs
 from .rows import first_due
 from .schedules import change_action, outdates_planned, unpark
 
@@ -276,6 +277,7 @@ def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
         [_entry(s, sync, "schedule.created", after=_fields(d, sync.now)) for d, s in made.items()],
         insert=store.copy_in,
     )
+    plan_late_one_offs(made.values(), now=sync.now)  # a deploy that landed after an instant
     return list(made.values())
 
 
@@ -321,6 +323,7 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
     Schedule.objects.bulk_update(written, sorted(columns), batch_size=BATCH)
     store.withdraw_planned_ahead(outdated, now=sync.now)
     audit.record_all(entries, insert=store.copy_in)
+    plan_late_one_offs([s for s in written if s.pk in outdated], now=sync.now)
     return {s.pk for s in written}
 
 
