@@ -110,6 +110,11 @@ def _print_health(run: Invocation, report: services.HealthReport) -> None:
             f"{replica.id}: {replica.state}, heartbeat {replica.heartbeat_at.isoformat()}"
             f" ({'stale' if replica.id in report.stale else 'ok'})"
         )
+        if replica.threads:
+            threads = ", ".join(
+                f"{role} {status}" for role, status in sorted(replica.threads.items())
+            )
+            run.stdout.write(f"  threads: {threads}")
     retention = report.retention_dict()
     if retention is not None:
         run.stdout.write(

@@ -52,14 +52,26 @@ class HealthReport:
         }
 
     @property
+    def degraded(self) -> list[str]:
+        """The replicas (not stale) whose last heartbeat reports a thread that is not alive:
+        restarting after a crash, or dead (the replica is stopping: ``worker.supervision``)."""
+        return [
+            f"{r.id} ({', '.join(f'{role} {status}' for role, status in down)})"
+            for r in self.replicas
+            if r.id not in self.stale and (down := threads_down(r))
+        ]
+
+    @property
     def healthy(self) -> bool:
-        return bool(self.replicas) and not self.stale
+        return bool(self.replicas) and not self.stale and not self.degraded
 
     @property
     def problem(self) -> str:
         if not self.replicas:
             return f"no runworker replica is running on {self.host}"
-        return f"replica(s) without a recent heartbeat on {self.host}: {', '.join(self.stale)}"
+        if self.stale:
+            return f"replica(s) without a recent heartbeat on {self.host}: {', '.join(self.stale)}"
+        return f"replica(s) with a worker thread down on {self.host}: {'; '.join(self.degraded)}"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +85,7 @@ class HealthReport:
                     "heartbeat_at": r.heartbeat_at.isoformat(),
                     "running": r.running,
                     "stale": r.id in self.stale,
+                    "threads": r.threads,
                 }
                 for r in self.replicas
             ],
@@ -80,6 +93,12 @@ class HealthReport:
             "parked": self.parked,
             "stranded": [s.as_dict() for s in self.stranded],
         }
+
+
+def threads_down(replica: Replica) -> list[tuple[str, str]]:
+    """The threads a replica's last heartbeat reports as neither alive nor stopped."""
+    threads = replica.threads if isinstance(replica.threads, dict) else {}
+    return [(r, s) for r, s in sorted(threads.items()) if s not in ("alive", "stopped")]
 
 
 def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthReport:
