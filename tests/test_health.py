@@ -15,7 +15,14 @@ from django_jobs.testing import FakeClock, use_clock
 pytestmark = pytest.mark.django_db
 
 
-def beat(replica_id: str, *, age: timedelta, state: str = "running", host: str | None = None):
+def beat(
+    replica_id: str,
+    *,
+    age: timedelta,
+    state: str = "running",
+    host: str | None = None,
+    threads: dict[str, str] | None = None,
+):
     now = datetime.now(UTC)
     store.heartbeat(
         replica_id,
@@ -26,6 +33,7 @@ def beat(replica_id: str, *, age: timedelta, state: str = "running", host: str |
         state=state,
         concurrency=2,
         running=1,
+        threads=threads,
     )
 
 
@@ -42,6 +50,22 @@ def test_unhealthy_when_a_replica_stopped_heartbeating() -> None:
     beat("r1", age=timedelta(seconds=1))
     beat("r2", age=timedelta(minutes=5))
     with pytest.raises(CommandError, match=r"without a recent heartbeat on .*: r2"):
+        call_command("jobs", "health")
+
+
+def test_unhealthy_while_a_replica_reports_a_worker_thread_down(capsys) -> None:
+    """A thread restarting after a crash, or dead (the replica is stopping): the heartbeat is
+    fresh, but the replica is not whole (worker/supervision.py)."""
+    alive = {"lease_keeper": "alive", "completer": "alive", "startup_sync": "stopped"}
+    beat("r1", age=timedelta(seconds=1), threads=alive)
+    call_command("jobs", "health")
+    assert "  threads: completer alive, lease_keeper alive, startup_sync stopped" in (
+        capsys.readouterr().out
+    )
+    beat("r2", age=timedelta(seconds=1), threads={**alive, "lease_keeper": "restarting"})
+    with pytest.raises(
+        CommandError, match=r"with a worker thread down on .*: r2 \(lease_keeper restarting\)"
+    ):
         call_command("jobs", "health")
 
 
