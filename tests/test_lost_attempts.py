@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
+from django_jobs.safe_error import SafeError
 from django_jobs.worker.executor import MAX_OUTAGE_GIVE_BACKS
 from django_jobs.worker.loop import PassSummary, Worker
 from django_jobs.worker.outage import OutageLog, is_store_outage
@@ -111,6 +112,26 @@ def test_an_attempt_lost_to_an_outage_is_excused_and_its_dead_letter_revived(clo
     (again,) = claim("next", T0 + LATER)
     assert again.attempt == 2
     assert again.failures == 0
+
+
+def test_an_excuse_never_revives_a_dead_letter_that_the_jobs_own_failure_made(clock) -> None:
+    """The lost attempt is excused, but the occurrence died of the next holder's own failure
+    (its error, under its token): it stays dead."""
+    schedule = ScheduleFactory.create(max_attempts=2)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    (cut_off,) = claim("cut-off", T0)
+    (holder,) = claim("holder", T0 + LATER)  # the lost attempt counted: failures 1
+    error = SafeError(type="billing.PartnerDown", message="the partner refused")
+    assert store.dead_letter(holder, now=T0 + LATER, error=error)
+
+    assert store.excuse_outage(cut_off, now=T0 + LATER) is True
+
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.last_error_type) == (
+        OccurrenceState.DEAD,
+        "billing.PartnerDown",
+    )
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.FAILED]
 
 
 def test_an_excused_attempt_gives_back_its_failure_and_leaves_the_new_holder_alone(
