@@ -159,7 +159,8 @@ def test_an_unconfirmed_lease_is_cut_off_before_it_expires(
     """Renewal cannot be confirmed (the store is gone): the run is cancelled one renewal
     interval plus the grace before its lease expires, so its cut-off comes before another
     replica may claim it. On 8f518d8 it was cancelled a sixth of the lease before the expiry
-    and cut off after it."""
+    (after it, with the cut-off's grace) and, the loop stuck behind its failing heartbeat,
+    never cut off at all: the handler beat on for the whole 60 s the test waited."""
     replica = Replica(
         "unconfirmed",
         tmp_path,

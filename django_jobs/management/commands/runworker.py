@@ -27,7 +27,8 @@ class Command(BaseCommand):
         "Run due scheduled-job occurrences. Start as many replicas as you like. SIGTERM or "
         "SIGINT drains (stop claiming, wait SHUTDOWN_GRACE_SECONDS, release the rest) and "
         "exits 0; a second signal exits at once. Exit code 3 asks the supervisor for a "
-        "restart (a run ignored its timeout and had to be cut off)."
+        "restart (a run ignored its timeout and had to be cut off); so does exit code 4 (a "
+        "thread of the replica kept crashing)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
