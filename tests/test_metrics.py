@@ -416,6 +416,16 @@ def test_runworker_serves_the_fleets_and_its_own_metrics_on_its_metrics_port(sta
     assert value(metrics, "django_jobs_scrape_error") == 0
     assert by_label(metrics, "django_jobs_replicas", "state")["running"] >= 1
     assert value(metrics, "django_jobs_dead_letters") == 0
+    threads = {
+        dict(labels)["role"]: up
+        for labels, up in metrics["django_jobs_replica_thread_up"].items()
+        if dict(labels)["replica"] == "metrics-replica"
+    }
+    assert {role: threads.get(role) for role in ("lease_keeper", "completer", "deadlines")} == {
+        "lease_keeper": 1,
+        "completer": 1,
+        "deadlines": 1,
+    }
     assert replica.logged("metrics.serving") == 1
     replica.stop()
     assert replica.process.returncode == 0
@@ -437,6 +447,7 @@ def test_the_metrics_are_documented_one_by_one() -> None:
     with override_settings(DJANGO_JOBS=SETTINGS):
         names = {f.name for f in FleetCollector().collect()}
     names |= {"django_jobs_replica_outcomes", "django_jobs_replica_running_occurrences"}
+    names |= {"django_jobs_replica_thread_up"}
     names |= {
         "django_jobs_retention_lag_seconds",
         "django_jobs_retention_last_pass_age_seconds",
