@@ -140,7 +140,13 @@ def assert_ran_exactly_once_each(schedule: Schedule, runs: list[datetime], repli
     effects = Counter(
         Effect.objects.filter(occurrence_key__in=keys).values_list("occurrence_key", "token")
     )
-    assert effects == Counter({(key, 1): 1 for key in keys}), "an effect is missing or doubled"
+    tokens = dict(
+        Attempt.objects.filter(occurrence__schedule=schedule).values_list(
+            "occurrence_id", "fencing_token"
+        )
+    )
+    expected = Counter({(str(o.pk), tokens[o.pk]): 1 for o in occurrences})
+    assert effects == expected, "an effect is missing or doubled"
 
 
 def test_the_project_evaluates_the_instants_this_test_expects() -> None:
