@@ -244,7 +244,7 @@ def assert_record(
     attempts = list(
         Attempt.objects.filter(occurrence__schedule=schedule)
         .order_by("occurrence__scheduled_at")
-        .values_list("occurrence_id", "number", "outcome", "started_at", "replica")
+        .values_list("occurrence_id", "number", "outcome", "started_at", "fencing_token", "replica")
     )
     run_ids = [occurrence_id(TENANT, schedule.key, i) for i in runs]
     assert [a[:4] for a in attempts] == [
@@ -255,7 +255,7 @@ def assert_record(
             "occurrence_key", "token", "replica"
         )
     )
-    assert effects == sorted((str(pk), 1, replica) for pk, *_, replica in attempts), (
+    assert effects == sorted((str(pk), token, replica) for pk, *_, token, replica in attempts), (
         "an effect is missing, doubled, or written by a replica that did not run it"
     )
 
