@@ -6,8 +6,10 @@ and its clock, so a store that hangs or is gone, a loop busy planning, or a leas
 crashed cannot delay it. What it does to a running run, first reason first:
 
 - past its timeout: cancelled (reason ``timeout``);
-- its lease not confirmed ``leases.confirm_margin`` before it expires (renewals failing, the
-  store out of reach, the keeper restarting): cancelled (reason ``outage``);
+- its lease not confirmed ``leases.confirm_margin`` before it expires: cancelled, reason
+  ``outage`` while the replica knows of a store outage (its outage log is open), else
+  ``unconfirmed`` (the replica was paused, its keeper restarting or failing): an
+  ``unconfirmed`` run that stops is given back, and is never excused as an outage;
 - cancelled (timeout, lost lease, outage) and its handler not returned
   ``TIMEOUT_GRACE_SECONDS`` later: cut off. A Python thread cannot be killed, so its thread is
   left behind, the replica stops claiming and exits with ``EXIT_RESTART`` so its supervisor
@@ -106,13 +108,14 @@ class Deadlines:
             elif (
                 not active.lost
                 and now >= active.lease.expires_at - margin
-                and self.inflight.cancel(active, CancelReason.OUTAGE, now)
+                and self.inflight.cancel(active, (reason := self._unconfirmed()), now)
             ):
                 log.error(
                     "lease.unconfirmed",
                     occurrence=str(active.lease.occurrence_id),
                     token=active.lease.token,
                     expires_at=active.lease.expires_at.isoformat(),
+                    reason=reason.value,
                 )
         # Every run is cancelled or left behind before any write: a write waits for the store.
         cut = [active for active in cut if self._abandon(active)]
@@ -124,6 +127,15 @@ class Deadlines:
             with self._lock:
                 self._recording -= len(cut)
                 self._lock.notify_all()
+
+    def _unconfirmed(self) -> CancelReason:
+        """Why a lease went unconfirmed: a store outage the replica knows of, or not."""
+        outage = self.execution.outage
+        return (
+            CancelReason.OUTAGE
+            if outage is not None and outage.active
+            else (CancelReason.UNCONFIRMED)
+        )
 
     def wait_recorded(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the attempts of cut-off runs to be written (the

@@ -72,6 +72,10 @@ log = structlog.get_logger("django_jobs.worker")
 # A fenced outcome write: whether the store accepted it for this lease at this instant.
 Write = Callable[[Lease, datetime], bool]
 
+# Why a run may have been cancelled through no fault of its own: a handler that stops for it
+# (raises ``Cancelled``) gives the occurrence back, its attempt ``released``, no failure counted.
+GIVEN_BACK_WHEN_CANCELLED = (CancelReason.SHUTDOWN, CancelReason.UNCONFIRMED)
+
 # Outage attempts of one occurrence in a row that are given back without a failure; the next
 # counts as one. An outage that outlasts a run is waited out inside that run's write
 # (``keep_writing``), so a streak this long means the store kept failing this occurrence's
@@ -156,7 +160,11 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outc
     except PermanentFailure as exc:
         return _dead(active, exc, ctx)
     except BaseException as exc:  # SystemExit, KeyboardInterrupt too
-        outage = is_store_outage(exc) and store_unreachable(session) and not store_answers()
+        outage = (
+            is_store_outage(exc)
+            and store_unreachable(session)
+            and not store_answers(session.server)
+        )
         if not outer_transaction:
             drop_leaked_transaction()
         return _failed(active, exc, ctx, outage=outage)
@@ -214,7 +222,7 @@ def _failed(active: ActiveRun, exc: BaseException, ctx: Execution, *, outage: bo
         return Outcome.LEASE_LOST
     if ended_by_outage(active.reason) or outage:
         return give_back_after_outage(active, ctx, exc)
-    if active.reason == CancelReason.SHUTDOWN and isinstance(exc, Cancelled):
+    if active.reason in GIVEN_BACK_WHEN_CANCELLED and isinstance(exc, Cancelled):
         return _give_back(active, ctx, GiveBack.SHUTDOWN)
     return record_failure(active, exc, ctx, outcome=failed_attempt(active.reason))
 

@@ -38,6 +38,9 @@ class CancelReason(enum.StrEnum):
     TIMEOUT = "timeout"
     LEASE_LOST = "lease_lost"  # the store refused the renewal: another holder, or cancelled
     OUTAGE = "outage"  # the store could not be reached to confirm the lease
+    # The lease was not confirmed in time though no store outage is known (the replica was
+    # paused, its keeper restarting or failing): given back if it stops, never excused.
+    UNCONFIRMED = "unconfirmed"
     SHUTDOWN = "shutdown"
 
 

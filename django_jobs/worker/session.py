@@ -27,19 +27,32 @@ _seen = threading.local()
 
 class SessionUse:
     """An execute wrapper on the store's connection: whether the handler sent anything on it
-    (its session then needs a reset), and whether a statement failed because the connection
-    broke (terminated, reset, the server gone): that is the store's outage, not the job's."""
+    (its session then needs a reset), which server it was on, and whether a statement failed
+    because the connection broke (terminated, reset, the server gone): that may be the store's
+    outage, not the job's (``store_answers`` decides)."""
 
     used = False
     broke = False
+    server: tuple[str, int] | None = None  # host and port of the run's connection
 
     def __call__(self, execute: Callable[..., Any], *args: Any) -> Any:
-        self.used = True
+        if not self.used:
+            self.used = True
+            self.server = _server(args[-1].get("connection"))
         try:
             return execute(*args)
         except Exception as exc:
             self.broke = self.broke or is_store_outage(exc)
             raise
+
+
+def _server(wrapper: Any) -> tuple[str, int] | None:
+    """The host and port a Django connection is connected to, if it is."""
+    try:
+        info = wrapper.connection.info
+        return info.host, info.port
+    except Exception:  # not connected yet, or already broken: any server will do
+        return None
 
 
 def keep_or_close_connection() -> None:
@@ -119,15 +132,25 @@ def store_unreachable(session: SessionUse) -> bool:
 PROBE_CONNECT_SECONDS = 3
 
 
-def store_answers() -> bool:
-    """Whether the store answers this replica right now, asked on a connection of its own (not
-    the run's, which the handler may have broken itself): one connect and ``SELECT 1``.
+def store_answers(server: tuple[str, int] | None = None) -> bool:
+    """Whether the store answers this replica right now and takes writes, asked on a
+    connection of its own (not the run's, which the handler may have broken itself): one
+    connect (``target_session_attrs=read-write``) and ``SELECT 1``. ``server``: the host and
+    port the run was on, so that a failover's new primary answering on another host does not
+    pass for the server that went away.
 
     A handler whose own statement ended its session (``pg_terminate_backend`` of itself, a
     query that crashes its backend, a session-killing timeout) sees the same errors as an
     outage; only the store's answer tells them apart.
     """
-    params = {**conninfo_from_django(), "connect_timeout": PROBE_CONNECT_SECONDS}
+    params = {
+        **conninfo_from_django(),
+        "connect_timeout": PROBE_CONNECT_SECONDS,
+        "target_session_attrs": "read-write",
+    }
+    if server is not None:
+        params.pop("hostaddr", None)
+        params["host"], params["port"] = server
     try:
         with psycopg.connect(**params, autocommit=True) as probe:
             probe.execute("SELECT 1")
