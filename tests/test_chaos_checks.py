@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from bench.chaos import hostile
+from bench.chaos import beats as heartbeats
+from bench.chaos import bounds, hostile, oneoffs, poisons, statements
 from bench.chaos.app.models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
+from bench.chaos.beats import Beat, RunBeats
 from bench.chaos.faults import Fault
+from bench.chaos.history import AttemptRow, attempts_by_occurrence
 from bench.chaos.invariants import Findings, check_all
 from bench.chaos.misbehaviour import allowed_until
 from bench.chaos.replicas import Incarnation
@@ -307,6 +310,14 @@ def test_an_attempt_failed_by_a_connection_error_is_reported(history):
     )
 
 
+def test_an_error_injected_into_a_statement_is_not_taken_for_an_outage(history):
+    occurrence = reader_attempt("failed", error_type="django.db.utils.OperationalError", failures=1)
+    Attempt.objects.filter(occurrence=occurrence).update(
+        error_message="chaos: injected 40001 into a completion statement (BEFORE UPDATE ...)"
+    )
+    assert broken(check()) == {}
+
+
 def test_an_outage_charged_as_a_failure_is_reported(history):
     reader_attempt("outage", failures=1)
     problems = broken(check())
@@ -578,3 +589,359 @@ def test_a_replica_past_its_memory_bound_is_reported(refused, tmp_path: Path):
     assert problems == {
         "replica memory bounded": ["r1.1: peak resident memory 2048.0 MiB, more than 512 MiB"]
     }
+
+
+# --- Issue #32: the handlers' own heartbeats, attempt bounds, statement errors, late one-offs
+# and poisons. Most of these checks read synthetic evidence (beats, attempt rows, fault
+# details); those that read occurrences get them from the real store.
+
+
+def beat(replica: str, at: datetime, *, token: int = 1, job: str = "chaos.stubborn") -> Beat:
+    return Beat(replica, at, "occurrence-1", token, job)
+
+
+def beats_of(*beats: Beat) -> dict[str, list[RunBeats]]:
+    return heartbeats.runs(list(beats))
+
+
+TOGETHER = "no two replicas execute one occurrence at once beyond lease + grace"
+OUTLIVES = "no run outlives its timeout + grace, even during an outage"
+BUDGET = 5 * S  # lease + grace of the campaign's replicas
+
+
+def test_a_run_taken_over_that_stops_within_lease_and_grace_passes():
+    found = Findings()
+    runs = beats_of(beat("r1.1", T0), beat("r1.1", T0 + 9 * S), beat("r2.1", T0 + 5 * S, token=2))
+    heartbeats.one_run_at_a_time(found, runs, [], budget=BUDGET)
+    assert found.violations == {TOGETHER: []}
+    assert (
+        found.figures["runs_beating_at_once"],
+        found.figures["runs_beating_at_once_longest_s"],
+    ) == (
+        1,
+        4.0,
+    )
+
+
+def test_two_runs_of_one_occurrence_beating_at_once_past_lease_and_grace_are_reported():
+    found = Findings()
+    runs = beats_of(beat("r1.1", T0), beat("r1.1", T0 + 11 * S), beat("r2.1", T0 + 5 * S, token=2))
+    heartbeats.one_run_at_a_time(found, runs, [], budget=BUDGET)
+    (problem,) = found.violations[TOGETHER]
+    assert "token 1 on r1.1" in problem
+    assert "6.000 s after token 2 began on r2.1" in problem
+    assert "(1.000 s past lease + grace)" in problem
+
+
+def test_beats_at_once_do_not_count_the_time_the_earlier_replica_was_frozen():
+    found = Findings()
+    runs = beats_of(beat("r1.1", T0), beat("r1.1", T0 + 12 * S), beat("r2.1", T0 + 5 * S, token=2))
+    frozen = Fault("sigstop", "r1.1", T0 + 4 * S, 3.0)  # 2 s of it after the takeover
+    heartbeats.one_run_at_a_time(found, runs, [frozen], budget=BUDGET)
+    assert found.violations == {TOGETHER: []}
+
+
+def hang_runs(last: datetime) -> dict[str, list[RunBeats]]:
+    return beats_of(beat("r1.1", T0, job="chaos.hang"), beat("r1.1", last, job="chaos.hang"))
+
+
+def test_a_run_cut_off_within_its_timeout_and_grace_passes():
+    found = Findings()
+    limits = {"occurrence-1": 2 * S}  # timeout 2 s, grace 2 s, exit slack 1 s
+    heartbeats.no_run_outlives_its_timeout(found, hang_runs(T0 + 4.5 * S), [], limits, grace=2 * S)
+    assert found.violations == {OUTLIVES: []}
+    assert (found.figures["hang_runs"], found.figures["hang_least_margin_s"]) == (1, 0.5)
+
+
+def test_a_run_outliving_its_timeout_and_grace_in_an_outage_is_reported():
+    found = Findings()
+    outage = Fault("pg_restart", "", T0 + S, 8.0)
+    limits = {"occurrence-1": 2 * S}
+    heartbeats.no_run_outlives_its_timeout(
+        found, hang_runs(T0 + 7 * S), [outage], limits, grace=2 * S
+    )
+    (problem,) = found.violations[OUTLIVES]
+    assert (
+        "beat for 7.000 s, timeout 2 s + grace 2 s; 2.000 s past (during a store outage)" in problem
+    )
+    assert found.figures["hang_runs_in_an_outage"] == 1
+
+
+def test_beats_are_read_from_each_life_s_file_on_one_clock(tmp_path: Path):
+    (tmp_path / "r1.1.beats").write_text(
+        "r1.1 100.000000 occurrence-1 7 chaos.stubborn\nr1.1 101.5000"  # cut by a SIGKILL
+    )
+    (tmp_path / "r2.1.beats").write_text("r2.1 103.250000 occurrence-1 8 chaos.stubborn\n")
+    offset = T0.timestamp() - 100.0  # monotonic 100.0 is T0 on the runner's clock
+    found = heartbeats.read(tmp_path, offset)
+    assert found == [
+        Beat("r1.1", T0, "occurrence-1", 7, "chaos.stubborn"),
+        Beat("r2.1", T0 + 3.25 * S, "occurrence-1", 8, "chaos.stubborn"),
+    ]
+
+
+def attempt(number: int, outcome: str, *, replica: str = "r1.1", at: datetime = T0) -> AttemptRow:
+    return AttemptRow(number, number, replica, at, at + S, outcome, "", "")
+
+
+BOUNDED = "attempts bounded for every job"
+ONE = {"occurrence-1": bounds.Occurrence("chaos.reader", "chaos.reader", 2)}
+
+
+def test_attempts_within_max_attempts_pass():
+    found = Findings()
+    rows = [attempt(1, "failed"), attempt(2, "unstarted"), attempt(3, "released")]
+    rows.append(attempt(4, "lease_lost"))
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [])
+    assert found.violations == {BOUNDED: []}
+
+
+def test_outage_attempts_no_injected_outage_explains_count_against_max_attempts():
+    found = Findings()
+    rows = [attempt(n, "outage", at=T0 + n * 60 * S) for n in (1, 2, 3)]
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [])
+    (problem,) = found.violations[BOUNDED]
+    assert "3 attempts counted, max_attempts 2 (0 more excused as outages" in problem
+    # A PostgreSQL restart met by the second: excused, the allowance.
+    found = Findings()
+    restart = Fault("pg_restart", "", T0 + 115 * S, 10.0)
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [restart])
+    assert found.violations == {BOUNDED: []}
+    assert found.figures["attempts_excused_as_outages"] == 1
+
+
+def test_a_severed_connection_excuses_only_its_own_replica_s_outage_attempts():
+    cut = Fault("terminate_backends", "r2.1", T0 + 30 * S, 0.0)
+    rows = [attempt(n, "outage", replica="r1.1", at=T0 + 30 * S) for n in (1, 2, 3)]
+    found = Findings()
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [cut])
+    assert len(found.violations[BOUNDED]) == 1
+    rows = [attempt(n, "outage", replica="r2.1", at=T0 + 30 * S) for n in (1, 2, 3)]
+    found = Findings()
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [cut])
+    assert found.violations == {BOUNDED: []}
+
+
+SERVING = "replicas keep serving through non-outage store errors"
+
+
+def statement_fault(at: datetime) -> Fault:
+    detail = {"statement": "claim", "sqlstate": "P0001", "budget": 2, "raised": 2}
+    return Fault("statement_error", "", at, 1.0, {**detail, "let_through": 0})
+
+
+def serving(tmp_path: Path, *starts: datetime, faults: list[Fault] | None = None) -> Findings:
+    up = life(tmp_path, "r1.1", exit_code=0)
+    up.ended, up.ended_by = T0 + 600 * S, "sigterm"
+    found = Findings()
+    rows = {f"occurrence-{n}": [attempt(1, "succeeded", at=at)] for n, at in enumerate(starts)}
+    statements.replicas_keep_serving(
+        found, rows, [statement_fault(T0 + 60 * S), *(faults or [])], [up]
+    )
+    return found
+
+
+def test_a_replica_that_claims_again_after_a_statement_error_passes(tmp_path: Path):
+    found = serving(tmp_path, T0 + 70 * S)
+    assert found.violations == {SERVING: []}
+    assert found.figures["lives_asked_to_serve_after_statement_faults"] == 1
+
+
+def test_a_replica_that_claims_nothing_after_a_statement_error_is_reported(tmp_path: Path):
+    found = serving(tmp_path, T0 + 30 * S, T0 + 90 * S)
+    assert found.violations == {
+        SERVING: [
+            "r1.1: no run started in the 20 s after a claim fault (P0001, 2 statement(s)"
+            " failed) ended at 12:01:01"
+        ]
+    }
+    frozen = Fault("sigstop", "r1.1", T0 + 62 * S, 5.0)  # it could not have claimed
+    assert serving(tmp_path, T0 + 30 * S, faults=[frozen]).violations == {SERVING: []}
+
+
+LATE = "one-offs declared after their instant: run once or skipped"
+
+
+def late_one_off(expect: str, *, next_due_at: datetime | None = T0) -> tuple[Schedule, Fault]:
+    """A one-off of ``chaos.effect`` declared after its instant (T0 + 2.5 s)."""
+    schedule = ScheduleFactory.create(
+        key=f"oneoff.{expect}-1", job="chaos.effect", interval=HOURLY, next_due_at=next_due_at
+    )
+    spec = {"key": schedule.key, "schedule_id": schedule.pk, "expect": expect}
+    spec["run_at"] = (T0 + 2 * S + S / 2).isoformat()
+    return schedule, Fault("late_one_off", "", T0, 1.0, {"one_offs": [spec]})
+
+
+def run_once(schedule: Schedule) -> None:
+    plan(schedule, T0 + 2 * S + S / 2, now=T0)
+    (lease,) = claim("r1.1", now=T0 + 3 * S)
+    Effect.objects.create(
+        schedule="effect", occurrence_key=str(lease.occurrence_id), token=lease.token
+    )
+    store.complete([lease], now=T0 + 4 * S)
+
+
+def test_late_one_offs_run_once_within_max_delay_and_skipped_beyond_it_pass(history):
+    within, ran = late_one_off("once")
+    run_once(within)
+    beyond, skipped = late_one_off("skipped")
+    plan(beyond, T0 + 2 * S + S / 2, now=T0)
+    beyond.occurrences.update(state="skipped", skip_reason="misfire", finished_at=T0)
+    found = Findings()
+    oneoffs.late_one_offs(found, ConnectionRows(), [ran, skipped])
+    assert found.violations == {LATE: []}
+    assert (found.figures["late_one_offs_ran_once"], found.figures["late_one_offs_skipped"]) == (
+        1,
+        1,
+    )
+
+
+def test_a_late_one_off_left_stranded_is_reported(history):
+    _, fault = late_one_off("skipped", next_due_at=None)
+    found = Findings()
+    oneoffs.late_one_offs(found, ConnectionRows(), [fault])
+    (problem,) = found.violations[LATE]
+    assert "stranded: active, no next_due_at, no occurrence" in problem
+
+
+def test_a_late_one_off_run_past_its_max_delay_is_reported(history):
+    beyond, fault = late_one_off("skipped")
+    run_once(beyond)
+    found = Findings()
+    oneoffs.late_one_offs(found, ConnectionRows(), [fault])
+    (problem,) = found.violations[LATE]
+    assert "completed after 1 attempt(s), 1 effect(s); it must end skipped" in problem
+
+
+def poison(variant: str) -> tuple[Occurrence, Fault]:
+    """A poison one-off of ``variant`` planned at T0 + 2.5 s, with its attempts to come."""
+    job = poisons.POISONS[variant]
+    schedule = ScheduleFactory.create(
+        key=f"poison.{variant}-1", job=job, interval=HOURLY, max_attempts=2
+    )
+    plan(schedule, T0 + 2 * S + S / 2, now=T0)
+    spec = {"key": schedule.key, "job": job, "schedule_id": schedule.pk, "variant": variant}
+    spec["max_attempts"] = 2
+    return schedule.occurrences.get(), Fault("poison", "", T0, 1.0, {"one_offs": [spec]})
+
+
+def attempts_of(occurrence: Occurrence, *outcomes: str, error_type: str = "") -> None:
+    """Attempts of a second each, 2 s apart, from T0 + 12 s, on r1.1."""
+    for n, outcome in enumerate(outcomes, start=1):
+        Attempt.objects.create(
+            occurrence=occurrence,
+            number=n,
+            fencing_token=n,
+            replica="r1.1",
+            trigger="schedule",
+            started_at=T0 + 10 * S + n * 2 * S,
+            finished_at=T0 + 10 * S + n * 2 * S + S,
+            outcome=outcome,
+            error_type=error_type,
+        )
+
+
+def poison_findings(fault: Fault, lives: list[Incarnation] | None = None) -> Findings:
+    found = Findings()
+    attempts = attempts_by_occurrence(ConnectionRows())
+    poisons.poisons_end_dead(found, ConnectionRows(), attempts, [fault])
+    poisons.exits_are_failures(found, ConnectionRows(), attempts, [fault], lives or [])
+    return found
+
+
+DEAD = "poisons end dead within their attempts"
+EXITS = "SystemExit and KeyboardInterrupt are the attempt's failure"
+
+
+def test_a_query_of_death_that_ends_dead_within_its_attempts_passes(history):
+    occurrence, fault = poison("query_of_death")
+    attempts_of(occurrence, "failed", "failed", error_type="django.db.utils.OperationalError")
+    Occurrence.objects.filter(pk=occurrence.pk).update(state="dead", failures=2)
+    assert broken(poison_findings(fault)) == {}
+
+
+def test_a_query_of_death_retried_as_an_outage_is_reported(history):
+    occurrence, fault = poison("query_of_death")
+    attempts_of(occurrence, "outage", "outage", "outage", "outage")  # no outage was injected
+    problems = broken(poison_findings(fault))[DEAD]
+    assert "scheduled after 4 attempt(s), 0 failure(s) counted" in problems[0]
+    assert "4 attempts counted, max_attempts 2 (0 more excused as outages)" in problems[1]
+    assert problems[2].endswith("nothing else completed in the 7.0 s it ran")
+
+
+def test_system_exit_recorded_as_the_attempt_s_failure_passes(history, tmp_path: Path):
+    occurrence, fault = poison("system_exit")
+    attempts_of(occurrence, "failed", "failed", error_type="SystemExit")
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        state="dead", failures=2, last_error_type="SystemExit"
+    )
+    up = life(tmp_path, "r1.1", exit_code=0)
+    up.ended, up.ended_by = T0 + 20 * S, "sigterm"  # stopped by the injector, not by itself
+    found = poison_findings(fault, [up])
+    assert broken(found) == {}
+    assert found.figures["exit_poison_runs"] == 2
+
+
+def test_system_exit_recorded_as_a_lost_worker_is_reported(history):
+    occurrence, fault = poison("system_exit")
+    attempts_of(occurrence, "lease_lost", "lease_lost")
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        state="dead", failures=2, last_error_type="WorkerLost"
+    )
+    problems = broken(poison_findings(fault))
+    assert set(problems) == {EXITS}
+    assert problems[EXITS][0].endswith("dead with WorkerLost, not SystemExit")
+    assert "attempt 1 (r1.1): lease_lost, not failed with SystemExit" in problems[EXITS][1]
+
+
+def test_a_replica_that_ends_after_a_keyboard_interrupt_is_reported(history, tmp_path: Path):
+    occurrence, fault = poison("keyboard_interrupt")
+    attempts_of(occurrence, "failed", "failed", error_type="KeyboardInterrupt")
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        state="dead", failures=2, last_error_type="KeyboardInterrupt"
+    )
+    ended = life(tmp_path, "r1.1", exit_code=3)
+    ended.ended, ended.pid = T0 + 15 * S, 4242  # it exited by itself after both
+    problems = broken(poison_findings(fault, [ended]))
+    assert problems == {
+        EXITS: [
+            f"{fault.detail['one_offs'][0]['key']}: r1.1 (pid 4242) ended by itself (exit code 3)"
+            f" after attempt {n}"
+            for n in (1, 2)
+        ]
+    }
+
+
+def test_a_replica_that_exits_3_for_another_run_s_cut_off_after_a_system_exit_passes(
+    history, tmp_path: Path
+):
+    occurrence, fault = poison("system_exit")
+    attempts_of(occurrence, "failed", "failed", error_type="SystemExit")
+    Occurrence.objects.filter(pk=occurrence.pk).update(
+        state="dead", failures=2, last_error_type="SystemExit"
+    )
+    other = '{"event": "run.cut_off", "occurrence": "another", "reason": "timeout"}\n'
+    ended = life(tmp_path, "r1.1", exit_code=3, log=other)
+    ended.ended = T0 + 15 * S
+    assert broken(poison_findings(fault, [ended])) == {}
+    # Its own run cut off (the SystemExit left a run thread behind): not explained.
+    own = other.replace("another", str(occurrence.pk))
+    ended = life(tmp_path, "r1.1", exit_code=3, log=own)
+    ended.ended = T0 + 15 * S
+    assert set(broken(poison_findings(fault, [ended]))) == {EXITS}
+
+
+def test_a_hang_fault_s_severed_connections_are_an_outage_for_its_replica_only():
+    severed = {"replica": "r1.1", "cut_from": T0.isoformat(), "cut_to": (T0 + 6 * S).isoformat()}
+    cut = Fault("hang", "r1.1", T0, 8.0, severed)
+    limits = {"occurrence-1": 2 * S}
+    found = Findings()
+    heartbeats.no_run_outlives_its_timeout(found, hang_runs(T0 + 7 * S), [cut], limits, grace=2 * S)
+    assert found.violations[OUTLIVES][0].endswith("past (during a store outage)")
+    rows = [attempt(n, "outage", replica="r1.1", at=T0 + n * S) for n in (1, 2, 3)]
+    found = Findings()
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [cut])
+    assert found.violations == {BOUNDED: []}
+    rows = [row._replace(replica="r2.1") for row in rows]
+    bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [cut])
+    assert len(found.violations[BOUNDED]) == 1

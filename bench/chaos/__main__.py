@@ -17,13 +17,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from django_jobs.contrib import embedded
 
 from ..postgres import ROOT, Database
+from . import beats, statements
+from .app.beats import BEATS_DIR
 from .failover import HADatabase
 from .faults import WEIGHTS, Injector
 from .hostile import ALL_SHAPES, SHAPES, undecided
 from .invariants import check_all
+from .poisons import POISON, POISON_WAIT_S
 from .replicas import Slot, Supervisor, wait_for, worker_env
 from .report import build, markdown, write
 
@@ -129,15 +134,17 @@ def versions() -> dict[str, str]:
     return found
 
 
-def unfinished(db: Database, cutoff: datetime) -> int:
+def unfinished(db: Database, cutoff: datetime, *, poisons: bool = False) -> int:
     """Occurrences due before ``cutoff`` and not final, but those of a parked schedule: the
-    planner no longer reads its record, so nothing decides a run of it that was missed."""
+    planner no longer reads its record, so nothing decides a run of it that was missed.
+    Only the poisons' (``poisons``), or all but theirs."""
     ((n,),) = db.rows(
         "SELECT count(*) FROM django_jobs_occurrence o"
         " JOIN django_jobs_schedule s ON s.id = o.schedule_id"
         " WHERE o.scheduled_at < %s AND s.parked_at IS NULL"
-        " AND o.state NOT IN ('completed', 'dead', 'skipped', 'cancelled')",
-        [cutoff],
+        " AND o.state NOT IN ('completed', 'dead', 'skipped', 'cancelled')"
+        " AND starts_with(s.key, %s) = %s",
+        [cutoff, POISON, poisons],
     )
     return int(n)
 
@@ -145,7 +152,9 @@ def unfinished(db: Database, cutoff: datetime) -> int:
 def settle(db: Database, cutoff: datetime, *, stall: float) -> None:
     """Wait until every occurrence due before ``cutoff`` has finished, for as long as the
     count keeps falling (a queued backlog drains at its own pace); give up after ``stall``
-    seconds without progress and let the checks report what is left."""
+    seconds without progress and let the checks report what is left. Then wait for the
+    poisons, ``POISON_WAIT_S`` at most: a worker that retries a query of death forever
+    would keep the campaign waiting forever."""
     best, since = unfinished(db, cutoff), time.monotonic()
     while best:
         time.sleep(1)
@@ -155,7 +164,15 @@ def settle(db: Database, cutoff: datetime, *, stall: float) -> None:
             log(f"settling: {left} occurrence(s) still to finish")
         elif time.monotonic() - since > stall:
             log(f"no progress for {stall:.0f} s; {left} occurrence(s) left unfinished")
-            return
+            break
+    try:
+        wait_for(
+            lambda: not unfinished(db, cutoff, poisons=True),
+            timeout=POISON_WAIT_S,
+            what="the poisons to end",
+        )
+    except TimeoutError as exc:
+        log(f"{exc}; {unfinished(db, cutoff, poisons=True)} left")
 
 
 def settle_hostile(
@@ -289,16 +306,36 @@ def describe(db: Database) -> str:
 def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command: str) -> int:
     """Replicas under faults on ``db``, then the checks and the report; 1 if any failed."""
     log(f"database: {describe(db)}")
+    beats_dir = args.out / "beats"
     env = {
         **worker_env(db.url),
         "CHAOS_LEASE_SECONDS": str(args.lease),
         "CHAOS_GRACE_SECONDS": str(args.grace),
+        BEATS_DIR: str(beats_dir),
     }
     db.migrate(env)
+    statements.install(db)
+    try:
+        return _campaign(args, rng, db, command, env)
+    finally:
+        with contextlib.suppress(psycopg.Error):  # a failed campaign may have left no server
+            statements.remove(db)
+
+
+def _campaign(
+    args: argparse.Namespace,
+    rng: random.Random,
+    db: Database,
+    command: str,
+    env: dict[str, str],
+) -> int:
     log_dir = args.out / "logs"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    for old in log_dir.glob("*.log"):
-        old.unlink()
+    beats_dir = Path(env[BEATS_DIR])
+    for folder in (log_dir, beats_dir):
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in folder.iterdir():
+            old.unlink()
+    offset = beats.wall_minus_monotonic()
     slots = [Slot(n + 1, args.concurrency, env, log_dir) for n in range(args.replicas)]
     injector = Injector(
         rng,
@@ -310,6 +347,8 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
         hostile_shapes=tuple(args.hostile_shapes),
         pair=db.pair if isinstance(db, HADatabase) else None,
         failover_weight=args.failover_weight,
+        env=env,
+        beats=beats_dir,
     )
     supervisor = Supervisor(slots, log=log)
     try:
@@ -352,6 +391,7 @@ def campaign(args: argparse.Namespace, rng: random.Random, db: Database, command
         grace_seconds=args.grace,
         max_rss_mib=args.max_rss_mib,
         ha=isinstance(db, HADatabase),
+        beats=beats.read(beats_dir, offset),
     )
     config = {
         "seed": args.seed,

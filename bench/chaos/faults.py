@@ -1,5 +1,9 @@
 """The fault injector: which fault, on which replica, for how long, all drawn from one seeded
-generator, so a seed replays the same sequence of faults (their wall-clock instants differ)."""
+generator, so a seed replays the same sequence of faults (their wall-clock instants differ).
+
+Some kinds come in variants (a hostile row's shape, the statement a statement fault fails):
+until every variant has been injected once, two faults in three are such owed variants, kind
+after kind in turn, so that even a short campaign meets each of them early."""
 
 from __future__ import annotations
 
@@ -8,11 +12,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..postgres import Database
+from . import oneoffs, poisons, statements
+from .app.beats import SUFFIX
+from .declare import declare
 from .hostile import SHAPES, Intruder
-from .replicas import Slot
+from .replicas import Slot, wait_for
 
 if TYPE_CHECKING:
     from ..ha import HAPair
@@ -26,6 +34,10 @@ KINDS = (
     "clock_skew",
     "hostile_row",
     "failover",
+    "statement_error",
+    "late_one_off",
+    "poison",
+    "hang",
 )
 WEIGHTS: dict[str, float] = {
     "sigkill": 3,
@@ -37,7 +49,20 @@ WEIGHTS: dict[str, float] = {
     "hostile_row": 2,
     # Only with --ha (in place of pg_restart): about 12 failovers in 30 minutes.
     "failover": 0.7,
+    "statement_error": 3,
+    "late_one_off": 1,
+    "poison": 1,
+    "hang": 1,
 }
+# The kinds with variants owed until each has been injected once, in the order they take
+# turns (``Injector._draw``).
+OWED = ("hostile_row", "statement_error", "late_one_off", "poison", "hang")
+# How long a fault that declares one-offs waits for the fleet at most (to decide them, or to
+# start the hang's run).
+WAIT_S = 30.0
+# A hang fault without a server to stop severs its replica's connections this often, for
+# this long, instead: an outage as the replica sees it.
+CUT_EVERY_S, CUT_FOR_S = 0.5, 6.0
 
 
 @dataclass
@@ -65,6 +90,8 @@ class Injector:
         hostile_shapes: tuple[str, ...] = SHAPES,
         pair: HAPair | None = None,
         failover_weight: float = WEIGHTS["failover"],
+        env: dict[str, str] | None = None,
+        beats: Path | None = None,
     ) -> None:
         self.rng = rng
         self.db = db
@@ -82,6 +109,19 @@ class Injector:
         self._kinds = kinds
         self._weights = [failover_weight if k == "failover" else WEIGHTS[k] for k in kinds]
         self.intruder = Intruder(rng, db, hostile_shapes)
+        self.env = env or {}
+        self.beats = beats
+        self.declared = 0  # one-off faults so far: each names its schedules by its number
+        statement_kinds = list(statements.KINDS)
+        rng.shuffle(statement_kinds)
+        self.owed: dict[str, list[str]] = {
+            "hostile_row": self.intruder.owed,  # the intruder pops its shapes itself
+            "statement_error": statement_kinds,
+            "late_one_off": ["pair"],
+            "poison": ["each"],
+            "hang": ["hang"],
+        }
+        self._turn = 0
 
     def next(self) -> Fault:
         kind = self._draw()
@@ -96,11 +136,16 @@ class Injector:
         return fault
 
     def _draw(self) -> str:
-        """A kind, by weight; but while some hostile shape has not been written yet, every
-        other fault writes one, so that even a short campaign meets each shape early."""
-        if self.intruder.owed and len(self.faults) % 2 == 1:
-            return "hostile_row"
+        """A kind, by weight; but while some variant is owed (the module docstring), two
+        faults in three are owed ones, the kinds that owe one taking turns."""
+        owing = [k for k in OWED if self.owed[k] and k in self._kinds]
+        if owing and len(self.faults) % 3 != 0:
+            self._turn += 1
+            return owing[self._turn % len(owing)]
         return self.rng.choices(self._kinds, self._weights)[0]
+
+    def _owed(self, kind: str) -> str | None:
+        return self.owed[kind].pop() if self.owed[kind] else None
 
     def _hold(self, seconds: float) -> None:
         """The fault's duration is real time passing: the harness waits it out."""
@@ -180,3 +225,107 @@ class Injector:
 
         assert self.pair is not None
         return inject(self.pair, self.db, self.slots, self.rng)
+
+    def _statement_error(self, slot: Slot) -> Fault:
+        """Fail the next 1-3 statements of one kind the replicas issue (``statements``) with
+        an error that is not an outage; disarmed once they have failed, or after
+        ``statements.ARMED_AT_MOST_S``."""
+        kind = self._owed("statement_error") or self.rng.choice(statements.KINDS)
+        sqlstate = self.rng.choices(statements.SQLSTATES, statements.SQLSTATE_WEIGHTS)[0]
+        budget = self.rng.randint(1, 3)
+        at = datetime.now(UTC)
+        statements.arm(self.db, kind, sqlstate=sqlstate, budget=budget)
+        deadline = time.monotonic() + statements.ARMED_AT_MOST_S
+        while time.monotonic() < deadline and statements.hits(self.db, kind) < budget:
+            time.sleep(0.1)
+        statements.disarm(self.db, kind)
+        hits = statements.hits(self.db, kind)
+        detail = {"statement": kind, "sqlstate": sqlstate, "budget": budget}
+        detail |= {"raised": min(hits, budget), "let_through": max(hits - budget, 0)}
+        return Fault("statement_error", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
+
+    def _late_one_off(self, slot: Slot) -> Fault:
+        """Declare, through the service layer, a one-off whose instant has passed within its
+        max_delay and one past it (``oneoffs``); wait for the fleet to decide both."""
+        self._owed("late_one_off")
+        self.declared += 1
+        at = datetime.now(UTC)
+        written = declare(self.env, oneoffs.specs(self.rng, self.declared))
+        decided = self._waited(lambda: all(oneoffs.decided(self.db, s) for s in written))
+        detail = {"one_offs": written, "decided_within_wait": decided}
+        return Fault("late_one_off", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
+
+    def _poison(self, slot: Slot) -> Fault:
+        """Declare one one-off of each poison (``poisons``): a query of death, ``sys.exit``,
+        ``KeyboardInterrupt``, each due 1.5 s later with two attempts."""
+        self._owed("poison")
+        self.declared += 1
+        at = datetime.now(UTC)
+        written = declare(self.env, poisons.poison_specs(self.declared))
+        detail = {"one_offs": written}
+        return Fault("poison", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
+
+    def _hang(self, slot: Slot) -> Fault:
+        """Declare a run that ignores its 2-second timeout (``poisons.hang_spec``), and once
+        it beats, take the store away: stop PostgreSQL for an outage's length, or, on a server
+        that is not the campaign's to stop, sever its replica's connections again and again.
+        The worker must cut the run off in time all the same."""
+        self._owed("hang")
+        self.declared += 1
+        at = datetime.now(UTC)
+        (spec,) = declare(self.env, [poisons.hang_spec(self.declared)])
+        detail: dict[str, Any] = {"one_offs": [spec]}
+        running = self._first_beat(spec["schedule_id"])
+        if running is None:
+            detail["started_within_wait"] = False
+            return Fault("hang", "", at, (datetime.now(UTC) - at).total_seconds(), detail)
+        detail |= {"started_within_wait": True, "replica": running[0], "occurrence": running[1]}
+        if self.db.restartable:
+            seconds = self.rng.uniform(*self.outage)
+            detail["outage_from"] = datetime.now(UTC).isoformat()
+            self.db.stop()
+            self._hold(seconds)
+            self.db.start()
+            detail["outage_to"] = datetime.now(UTC).isoformat()
+        else:
+            detail["cut_from"] = datetime.now(UTC).isoformat()
+            ends = time.monotonic() + CUT_FOR_S
+            while time.monotonic() < ends:
+                self.db.terminate_backends(f"chaos-{running[0]}")
+                self._hold(CUT_EVERY_S)
+            detail["cut_to"] = datetime.now(UTC).isoformat()
+        return Fault("hang", running[0], at, (datetime.now(UTC) - at).total_seconds(), detail)
+
+    def _first_beat(self, schedule_id: int) -> tuple[str, str] | None:
+        """The replica life and occurrence of the first run of ``schedule_id`` to beat,
+        waiting ``WAIT_S`` at most."""
+        found: list[tuple[str, str]] = []
+
+        def beating() -> bool:
+            rows = self.db.rows(
+                "SELECT id::text FROM django_jobs_occurrence WHERE schedule_id = %s",
+                [schedule_id],
+            )
+            for (oid,) in rows:
+                for path in self.beats.glob(f"*{SUFFIX}") if self.beats else []:
+                    if oid in _tail(path):
+                        found.append((path.name.removesuffix(SUFFIX), oid))
+                        return True
+            return False
+
+        self._waited(beating, every=0.1)
+        return found[0] if found else None
+
+    def _waited(self, condition: Callable[[], bool], *, every: float = 0.5) -> bool:
+        try:
+            wait_for(condition, timeout=WAIT_S, what="", every=every)
+        except TimeoutError:
+            return False
+        return True
+
+
+def _tail(path: Path, size: int = 65_536) -> str:
+    """The end of a beat file: the latest beats."""
+    with path.open("rb") as f:
+        f.seek(max(f.seek(0, 2) - size, 0))
+        return f.read().decode(errors="replace")

@@ -1,7 +1,10 @@
 """What must hold after the campaign, read from the database alone (and, for outage logging,
 from the replicas' own logs). Each check returns its violations: an empty list is a pass.
 The checks of the handlers that misbehave on purpose are in ``misbehaviour``, those of the
-rows written behind the service layer's back in ``hostile``."""
+rows written behind the service layer's back in ``hostile``; those of the handlers' own
+heartbeats in ``beats``, of attempts per occurrence in ``bounds``, of injected statement
+errors in ``statements``, of one-offs declared late in ``oneoffs``, of poisons in
+``poisons``."""
 
 from __future__ import annotations
 
@@ -15,6 +18,9 @@ from typing import Any
 
 from django_jobs.scheduling.timings import from_record
 
+from . import beats as heartbeats
+from .bounds import attempts_bounded
+from .bounds import occurrences as bounded_occurrences
 from .failover import failovers_survived, wal_tail_losses
 from .faults import Fault
 from .history import AttemptRow, Findings, Rows, attempts_by_occurrence, percentile
@@ -26,7 +32,10 @@ from .misbehaviour import (
     outages_are_not_failures,
     sessions_start_clean,
 )
+from .oneoffs import ONE_OFF, late_one_offs
+from .poisons import HANG_KEY, POISON, exits_are_failures, poisons_end_dead
 from .replicas import Incarnation
+from .statements import replicas_keep_serving
 
 __all__ = ["EFFECT_JOBS", "Findings", "Rows", "check_all"]
 
@@ -42,6 +51,18 @@ EFFECT_JOBS = {
     "chaos.snooper",
     "chaos.coroutine",
 }
+# Schedules the injector declares, each checked by its own invariant (``oneoffs``,
+# ``poisons``), not by the lost-occurrence and lateness checks of the campaign's schedules.
+INJECTED = (HOSTILE, ONE_OFF, POISON, HANG_KEY)
+# Faults a replica may log an outage spell for (``_outage_logging``).
+OUTAGE_LOGGED = (
+    "pg_restart",
+    "terminate_backends",
+    "failover",
+    "hang",
+    "statement_error",
+    "poison",
+)
 SCHEDULE_COLUMNS = (
     "id, key, job, timing_kind, cron, interval, anchor, run_at, delay, time_zone,"
     " skipped_time, repeated_time, misfire, overlap, max_attempts, created_at"
@@ -59,10 +80,12 @@ def check_all(
     max_rss_mib: float = 512.0,
     enqueued: list[str] | None = None,
     ha: bool = False,
+    beats: list[heartbeats.Beat] | None = None,
 ) -> Findings:
     """Every invariant, with the replicas' ``LEASE_SECONDS`` and ``TIMEOUT_GRACE_SECONDS``,
     and the peak memory a replica life may reach; with ``ha`` (a campaign on a primary and
-    a standby, ``--ha``) those of failovers too (``failover``)."""
+    a standby, ``--ha``) those of failovers too (``failover``); ``beats``: the handlers' own
+    heartbeats (``beats.read``)."""
     found = Findings()
     # The campaign's own schedules, and their occurrences: not the hostile rows (checked by
     # ``hostile_rows``), not occurrences forged in another tenant's name.
@@ -70,8 +93,9 @@ def check_all(
         row[0]: SimpleNamespace(**dict(zip(SCHEDULE_COLUMNS.split(", "), row, strict=True)))
         for row in db.rows(
             f"SELECT {SCHEDULE_COLUMNS} FROM django_jobs_schedule"
-            " WHERE NOT starts_with(key, %s) AND origin <> 'enqueue'",
-            [HOSTILE],
+            " WHERE NOT EXISTS (SELECT 1 FROM unnest(%s::text[]) p WHERE starts_with(key, p))"
+            " AND origin <> 'enqueue'",
+            [list(INJECTED)],
         )
     }
     occurrences = {
@@ -108,6 +132,19 @@ def check_all(
     written = [f.detail for f in faults if f.kind == "hostile_row"]
     hostile_rows(found, db, written, lives, cutoff=cutoff)
     _replica_memory(found, lives, written, bound_mib=max_rss_mib)
+    attempts_bounded(found, attempts, bounded_occurrences(db), faults)
+    replicas_keep_serving(found, attempts, faults, lives)
+    late_one_offs(found, db, faults)
+    poisons_end_dead(found, db, attempts, faults)
+    exits_are_failures(found, db, attempts, faults, lives)
+    heartbeats.check(
+        found,
+        db,
+        beats or [],
+        faults,
+        lease=timedelta(seconds=lease_seconds),
+        grace=timedelta(seconds=grace_seconds),
+    )
     if ha:
         failovers_survived(found, db, faults, lives)
         gone = sum(
@@ -364,13 +401,15 @@ def _replica_logs(found: Findings, lives: list[Incarnation]) -> None:
 
 
 def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnation]) -> None:
-    """Each replica logs an outage's start, at most one summary per 30 s, and the recovery."""
-    outage_kinds = ("pg_restart", "terminate_backends", "failover")
+    """Each replica logs an outage's start, at most one summary per 30 s, and the recovery.
+    A ``hang`` fault stops the server or severs connections; an injected statement error
+    and a query of death's own end of its session may be taken for an outage too: the bound
+    allows a spell for each."""
     problems = []
     worst = 0
     for life in lives:
         end = life.ended or datetime.max.replace(tzinfo=life.started.tzinfo)
-        seen = [f for f in faults if f.kind in outage_kinds and life.started <= f.at <= end]
+        seen = [f for f in faults if f.kind in OUTAGE_LOGGED and life.started <= f.at <= end]
         lines = Counter(
             e.get("event")
             for e in life.events()

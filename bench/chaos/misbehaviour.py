@@ -21,6 +21,12 @@ LEAKER = "chaos.leaker"
 CHARGEABLE = ("failed", "timed_out", "lease_lost", "fenced_out")
 # The error types of "the store could not be reached" (Django's and psycopg's).
 CONNECTION_ERROR = re.compile(r"(OperationalError|InterfaceError)$")
+# What an error injected into a statement (``statements``) says first: a serialization
+# failure or a cancelled statement is an OperationalError too, and is no outage.
+INJECTED = "chaos: injected"
+# A handler whose own statement ends its session (``poisons``): its connection error is its
+# failure, not the store's outage.
+QUERY_OF_DEATH = "chaos.deadly"
 OCCURRENCES_OF_JOB = """
     SELECT o.id, o.scheduled_at, o.state, o.failures, o.last_error_type, s.max_attempts
     FROM django_jobs_occurrence o JOIN django_jobs_schedule s ON s.id = o.schedule_id
@@ -158,7 +164,8 @@ def outages_are_not_failures(
     """A store outage is never charged to an occurrence as a failure. Three ways it could be:
 
     1. an attempt ends failed or timed out with a connection error (the handler met the
-       outage, or its outcome could not be written until later);
+       outage, or its outcome could not be written until later), but for an error the
+       campaign injected into a statement (``INJECTED``) and the query of death's own;
     2. an occurrence has more failures than attempts that can be charged (``CHARGEABLE``):
        an attempt ended by an outage was counted;
     3. an occurrence of the reader, which meets outages mid-run and fails no other way
@@ -177,7 +184,12 @@ def outages_are_not_failures(
         for row in rows:
             if row.outcome == "outage":
                 ended[jobs.get(oid, "")] += 1
-            if row.outcome in ("failed", "timed_out") and CONNECTION_ERROR.search(row.error_type):
+            if (
+                row.outcome in ("failed", "timed_out")
+                and CONNECTION_ERROR.search(row.error_type)
+                and INJECTED not in row.error_message
+                and jobs.get(oid) != QUERY_OF_DEATH
+            ):
                 problems.append(
                     f"occurrence {oid} attempt {row.number} ({row.replica}): {row.outcome}"
                     f" with {row.error_type}: {row.error_message[:120]}"

@@ -34,6 +34,7 @@ class Incarnation:
     ended: datetime | None = None
     ended_by: str = ""  # sigterm, sigkill, or "" when it exited by itself
     exit_code: int | None = None
+    pid: int | None = None
     peak_rss_kib: int | None = None  # the largest VmHWM sampled while it ran
 
     @property
@@ -103,6 +104,7 @@ class Slot:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        life.pid = self.process.pid
         self.lives.append(life)
         return life
 

@@ -56,6 +56,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"| &nbsp; &nbsp; hostile_row: {shape} | {n} |"
         for shape, n in f.get("hostile_rows_by_shape", {}).items()
     ]
+    lines += [
+        f"| &nbsp; &nbsp; statement_error: {statement} | {n} |"
+        for statement, n in f.get("statement_faults_by_kind", {}).items()
+    ]
     for label, key in [
         ("duplicate effects (must be 0)", "duplicate_effects"),
         ("duplicate completions (must be 0)", "duplicate_completions"),
@@ -118,6 +122,26 @@ def markdown(report: dict[str, Any]) -> str:
             "replica_peak_rss_max_mib_hostile",
         ),
         ("&nbsp; allowed (MiB)", "replica_peak_rss_bound_mib"),
+        ("non-outage statement errors injected (statements failed)", "statement_errors_raised"),
+        ("&nbsp; statement faults met by a replica", "statement_faults_met"),
+        (
+            "&nbsp; replica lives asked to start a run within 20 s after one",
+            "lives_asked_to_serve_after_statement_faults",
+        ),
+        ("one-offs declared after their instant", "late_one_offs_declared"),
+        ("&nbsp; within max_delay, run exactly once", "late_one_offs_ran_once"),
+        ("&nbsp; beyond max_delay, skipped for their misfire", "late_one_offs_skipped"),
+        ("poison and hang one-offs declared (max_attempts 2 each)", "poisons_declared"),
+        ("&nbsp; most attempts counted of one", "poison_most_attempts_counted"),
+        ("&nbsp; SystemExit / KeyboardInterrupt runs", "exit_poison_runs"),
+        ("runs seen by their own heartbeats", "beaten_runs"),
+        ("&nbsp; pairs of runs of one occurrence beating at once", "runs_beating_at_once"),
+        ("&nbsp; longest at once (s)", "runs_beating_at_once_longest_s"),
+        ("runs that ignore their timeout (`chaos.hang`)", "hang_runs"),
+        ("&nbsp; of them during a store outage", "hang_runs_in_an_outage"),
+        ("&nbsp; least time left to timeout + grace (s)", "hang_least_margin_s"),
+        ("attempts excused as injected outages", "attempts_excused_as_outages"),
+        ("most attempts of one occurrence over its max_attempts", "attempts_most_over_max"),
     ]:
         lines.append(f"| {label} | {_fmt(f.get(key))} |")
     if c.get("ha"):

@@ -3,7 +3,13 @@
 
 The misbehaving ones (below ``doomed``) do what real handlers do by accident: kill their
 process, ignore cancellation, meet a store outage mid-run, leave state on their database
-session; one is a coroutine. docs/reliability.md says what the campaign checks of each.
+session; one is a coroutine. The poisons (at the end) run only on one-off schedules the
+injector declares (``bench/chaos/declare.py``): a query of death, ``sys.exit``,
+``KeyboardInterrupt``, and a run that ignores its timeout. docs/reliability.md says what the
+campaign checks of each.
+
+Every handler beats (``beats.BEATS``): at its start, while it works, and at its end, so the
+runner can tell from the handlers' own evidence when each run was executing.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import sys
 import time
 import zlib
 
@@ -21,6 +28,7 @@ from django.db.models import DateTimeField, F, Func
 from django_jobs import Retry, Run, job
 from django_jobs.registry import Departure
 
+from .beats import BEATS
 from .models import Effect, OutsideCall, OutsideEffect, SessionView, Sign
 
 REPLICA = os.environ.get("CHAOS_REPLICA", "")
@@ -33,6 +41,11 @@ CAMPAIGN = Departure(
 )
 
 
+def _beat(run: Run, job_name: str) -> None:
+    """A heartbeat of this run, outside the database (``beats.py``)."""
+    BEATS.beat(run.occurrence_key, run.fencing_token, job_name)
+
+
 def _commit_effect(run: Run, schedule: str) -> None:
     with run.atomic():
         Effect.objects.create(
@@ -41,6 +54,7 @@ def _commit_effect(run: Run, schedule: str) -> None:
             token=run.fencing_token,
             replica=REPLICA,
         )
+    _beat(run, f"chaos.{schedule}")
 
 
 def _spread(run: Run, low: float, high: float) -> float:
@@ -49,10 +63,15 @@ def _spread(run: Run, low: float, high: float) -> float:
 
 
 def _work(run: Run, seconds: float) -> None:
-    """Stand-in for real work: busy for ``seconds``, stopping early when cancelled."""
+    """Stand-in for real work: busy for ``seconds``, stopping early when cancelled; a beat
+    every 0.2 s."""
     deadline = time.monotonic() + seconds
+    beat_at = 0.0
     while time.monotonic() < deadline:
         run.raise_if_cancelled()
+        if time.monotonic() >= beat_at:
+            _beat(run, "chaos.long")
+            beat_at = time.monotonic() + 0.2
         time.sleep(0.05)
 
 
@@ -68,11 +87,13 @@ def _deliver(idempotency_key: str) -> None:
 # replicas running it: room for them before it would be dead.
 @job("chaos.effect", departure=CAMPAIGN, retry=Retry(max_attempts=10, backoff=dt.timedelta(0)))
 def effect(run: Run) -> None:
+    _beat(run, "chaos.effect")
     _commit_effect(run, "effect")
 
 
 @job("chaos.outside", departure=CAMPAIGN)
 def outside(run: Run) -> None:
+    _beat(run, "chaos.outside")
     run.once("notify-partner", lambda: _deliver(f"{run.occurrence_key}:notify-partner"))
     _commit_effect(run, "outside")
 
@@ -86,6 +107,7 @@ def long(run: Run) -> None:
 @job("chaos.flaky", departure=CAMPAIGN)
 def flaky(run: Run) -> None:
     """Fails its first 0, 1 or 2 attempts (by occurrence), then succeeds."""
+    _beat(run, "chaos.flaky")
     if run.attempt <= zlib.crc32(run.occurrence_key.encode()) % 3:
         raise RuntimeError(f"flaky: attempt {run.attempt} fails on purpose")
     _commit_effect(run, "flaky")
@@ -93,6 +115,7 @@ def flaky(run: Run) -> None:
 
 @job("chaos.doomed", departure=CAMPAIGN)
 def doomed(run: Run) -> None:
+    _beat(run, "chaos.doomed")
     raise RuntimeError(f"doomed: attempt {run.attempt} always fails")
 
 
@@ -120,6 +143,7 @@ def crasher(run: Run) -> None:
     """Kills its replica on every attempt, after a sign that it started: a crash loop that the
     worker must end by dead-lettering the occurrence once ``max_attempts`` runs are lost."""
     _sign(run, "chaos.crasher")
+    _beat(run, "chaos.crasher")
     os._exit(1)
 
 
@@ -133,6 +157,7 @@ def stubborn(run: Run) -> None:
     has to cut it off.
     """
     for _ in range(round(_spread(run, 4.0, 8.0) / 0.2)):
+        _beat(run, "chaos.stubborn")
         _sign(run, "chaos.stubborn")
         time.sleep(0.2)
     _commit_effect(run, "stubborn")
@@ -144,6 +169,7 @@ def reader(run: Run) -> None:
     restart or a severed connection makes a read raise a connection error mid-run: an
     outage the worker must not charge to the occurrence as a failure."""
     for _ in range(round(_spread(run, 3.0, 6.0) / 0.1)):
+        _beat(run, "chaos.reader")
         run.raise_if_cancelled()
         Effect.objects.filter(occurrence_key=run.occurrence_key).exists()
         time.sleep(0.1)
@@ -189,6 +215,7 @@ def leaker(run: Run) -> None:
     """Records what it finds in its session, then leaves state there on purpose: a session
     setting, a temporary table and a session-level advisory lock (a key of its own, tried
     without waiting, so a leak never blocks another run)."""
+    _beat(run, "chaos.leaker")
     _record_session(run, "chaos.leaker")
     with connection.cursor() as cursor:
         cursor.execute("SELECT set_config('chaos.leak', %s, false)", [run.occurrence_key])
@@ -202,6 +229,7 @@ def leaker(run: Run) -> None:
 def snooper(run: Run) -> None:
     """Records what it finds in its session (a run after a leaker's, on the same connection,
     would find the leak), then commits its effect."""
+    _beat(run, "chaos.snooper")
     _record_session(run, "chaos.snooper")
     _commit_effect(run, "snooper")
 
@@ -210,5 +238,53 @@ def snooper(run: Run) -> None:
 async def coroutine(run: Run) -> None:
     """A coroutine handler: awaited by the worker; its effect goes through ``run.atomic()``
     in the run's thread (``sync_to_async``), like any Django ORM code called from async."""
+    _beat(run, "chaos.coroutine")
     await asyncio.sleep(_spread(run, 0.1, 1.0))
     await sync_to_async(_commit_effect)(run, "coroutine")
+
+
+@job("chaos.plain", departure=CAMPAIGN)
+def plain(run: Run) -> None:
+    """Writes nothing and returns ``None``: its completion is the worker's completer's group
+    write, the fenced completion the other handlers' ``run.atomic()`` does not use."""
+    _beat(run, "chaos.plain")
+
+
+# The poisons: declared as one-off schedules by the injector's ``poison`` and ``hang`` faults
+# (``bench/chaos/poisons.py``), never on a timing of the campaign's own.
+
+
+@job("chaos.deadly", departure=CAMPAIGN)
+def deadly(run: Run) -> None:
+    """A query of death: its own statement ends its database session. Nothing is wrong with
+    the store, and another attempt does the same: the worker must count it as the attempt's
+    failure, not as an outage to try again at once, forever."""
+    _beat(run, "chaos.deadly")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+@job("chaos.exit", departure=CAMPAIGN)
+def exits(run: Run) -> None:
+    """``sys.exit(1)`` from a handler (a library that 'exits' on an error): the attempt's
+    failure, not the replica's end."""
+    _beat(run, "chaos.exit")
+    sys.exit(1)
+
+
+@job("chaos.interrupt", departure=CAMPAIGN)
+def interrupt(run: Run) -> None:
+    """``KeyboardInterrupt`` from a handler (code that simulates Ctrl-C, or re-raises one it
+    caught): the attempt's failure, not the replica's end."""
+    _beat(run, "chaos.interrupt")
+    raise KeyboardInterrupt
+
+
+@job("chaos.hang", departure=CAMPAIGN)
+def hang(run: Run) -> None:
+    """Ignores its (short) timeout: works 20 s, a beat every 0.1 s, never looking at
+    ``run.cancelled`` and touching no database, so a store outage does not stop it either.
+    The worker must cut it off a grace after the timeout, outage or not."""
+    for _ in range(200):
+        _beat(run, "chaos.hang")
+        time.sleep(0.1)
