@@ -945,3 +945,16 @@ def test_a_hang_fault_s_severed_connections_are_an_outage_for_its_replica_only()
     rows = [row._replace(replica="r2.1") for row in rows]
     bounds.attempts_bounded(found, {"occurrence-1": rows}, ONE, [cut])
     assert len(found.violations[BOUNDED]) == 1
+
+
+def test_a_life_started_before_a_hang_fault_s_outage_may_log_it(history, tmp_path: Path):
+    spell = "".join(
+        json.dumps({"event": event}) + "\n"
+        for event in ("store.unavailable", "store.unavailable", "store.unavailable")
+    )
+    up = life(tmp_path, "r1.2", exit_code=0, log=spell)
+    up.started, up.ended, up.ended_by = T0 + 2 * S, T0 + 20 * S, "sigterm"
+    outage = {"outage_from": (T0 + 4 * S).isoformat(), "outage_to": (T0 + 9 * S).isoformat()}
+    hang = Fault("hang", "r1.2", T0, 9.0, outage)  # declared before the life started
+    assert broken(check([up], [hang])) == {}
+    assert set(broken(check([up], []))) == {"outage logging bounded"}

@@ -409,7 +409,7 @@ def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnatio
     worst = 0
     for life in lives:
         end = life.ended or datetime.max.replace(tzinfo=life.started.tzinfo)
-        seen = [f for f in faults if f.kind in OUTAGE_LOGGED and life.started <= f.at <= end]
+        seen = [f for f in faults if f.kind in OUTAGE_LOGGED and life.started <= _began(f) <= end]
         lines = Counter(
             e.get("event")
             for e in life.events()
@@ -422,6 +422,15 @@ def _outage_logging(found: Findings, faults: list[Fault], lives: list[Incarnatio
             problems.append(f"{life.name}: {total} outage log lines, more than {bound}")
     found.figures["outage_log_lines_max_per_replica"] = worst
     found.check("outage logging bounded", problems)
+
+
+def _began(fault: Fault) -> datetime:
+    """When a fault's outage began: a ``hang`` fault's once its run beats, seconds after
+    the fault itself (a life started meanwhile meets it)."""
+    for name in ("outage_from", "cut_from"):
+        if fault.detail.get(name):
+            return datetime.fromisoformat(fault.detail[name])
+    return fault.at
 
 
 def _replica_exits(found: Findings, db: Rows, lives: list[Incarnation]) -> None:
