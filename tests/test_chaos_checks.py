@@ -318,6 +318,21 @@ def test_an_error_injected_into_a_statement_is_not_taken_for_an_outage(history):
     assert broken(check()) == {}
 
 
+def test_a_session_cut_while_the_store_answered_is_the_jobs_failure_by_design(history):
+    """The injector terminated the replica's sessions during the attempt and the store was up:
+    the worker asked the store, which answered, so the failure is charged (as a query of
+    death's is), and counted apart. The same cut during a PostgreSQL restart is an outage."""
+    reader_attempt("failed", error_type="django.db.utils.OperationalError", failures=1)
+    cut = Fault("terminate_backends", "r1.1", T0 + 10 * S + S / 2)
+    found = check(faults=[cut])
+    assert broken(found) == {}
+    assert found.figures["sessions_cut_while_store_answered"] == 1
+
+    restart = Fault("pg_restart", "", T0 + 9 * S, seconds=5.0)
+    problems = broken(check(faults=[cut, restart]))
+    assert set(problems) == {"store outages are not failures"}
+
+
 def test_an_outage_charged_as_a_failure_is_reported(history):
     reader_attempt("outage", failures=1)
     problems = broken(check())

@@ -127,7 +127,7 @@ def check_all(
     crash_loops_end(found, db, cutoff=cutoff)
     budget = timedelta(seconds=lease_seconds + grace_seconds)
     old_holders_stop(found, db, attempts, faults, budget=budget)
-    outages_are_not_failures(found, db, attempts)
+    outages_are_not_failures(found, db, attempts, faults)
     sessions_start_clean(found, db)
     written = [f.detail for f in faults if f.kind == "hostile_row"]
     hostile_rows(found, db, written, lives, cutoff=cutoff)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from . import spans
 from .faults import Fault
 from .history import AttemptRow, Findings, Rows
 
@@ -159,13 +161,20 @@ def old_holders_stop(
 
 
 def outages_are_not_failures(
-    found: Findings, db: Rows, attempts: dict[Any, list[AttemptRow]]
+    found: Findings,
+    db: Rows,
+    attempts: dict[Any, list[AttemptRow]],
+    faults: list[Fault] | None = None,
 ) -> None:
     """A store outage is never charged to an occurrence as a failure. Three ways it could be:
 
     1. an attempt ends failed or timed out with a connection error (the handler met the
        outage, or its outcome could not be written until later), but for an error the
-       campaign injected into a statement (``INJECTED``) and the query of death's own;
+       campaign injected into a statement (``INJECTED``), the query of death's own, and a
+       session the injector terminated while the store answered (``cut_while_up``): the
+       worker asks the store, and a store that answers makes an ended session the job's
+       failure, by design (docs/worker.md, "Store outages"; a query of death is the same
+       error), counted in ``sessions_cut_while_store_answered``;
     2. an occurrence has more failures than attempts that can be charged (``CHARGEABLE``):
        an attempt ended by an outage was counted;
     3. an occurrence of the reader, which meets outages mid-run and fails no other way
@@ -173,6 +182,8 @@ def outages_are_not_failures(
     """
     problems = []
     ended: Counter[str] = Counter()
+    cut_while_up = _cut_while_store_answered(faults or [])
+    charged_by_design = 0
     jobs = {
         oid: job
         for oid, job in db.rows(
@@ -190,6 +201,9 @@ def outages_are_not_failures(
                 and INJECTED not in row.error_message
                 and jobs.get(oid) != QUERY_OF_DEATH
             ):
+                if cut_while_up(row):
+                    charged_by_design += 1
+                    continue
                 problems.append(
                     f"occurrence {oid} attempt {row.number} ({row.replica}): {row.outcome}"
                     f" with {row.error_type}: {row.error_message[:120]}"
@@ -203,13 +217,15 @@ def outages_are_not_failures(
                 f" failed, timed out or lost their lease ({outcomes})"
             )
     for oid, _, state, failures, error, _ in db.rows(OCCURRENCES_OF_JOB, [READER]):
-        if state == "dead":
+        failed = [r for r in attempts.get(oid, []) if r.outcome in ("failed", "timed_out")]
+        if state == "dead" and not (failed and all(cut_while_up(r) for r in failed)):
             outcomes = ", ".join(row.outcome for row in attempts.get(oid, []))
             problems.append(
                 f"occurrence {oid} of {READER}: dead after {failures} failure(s), last error"
                 f" {error or 'none'} ({outcomes})"
             )
     found.figures["attempts_ended_by_outage"] = sum(ended.values())
+    found.figures["sessions_cut_while_store_answered"] = charged_by_design
     found.figures["reader_attempts_ended_by_outage"] = ended[READER]
     found.check("store outages are not failures", problems)
 
@@ -241,3 +257,25 @@ def sessions_start_clean(found: Findings, db: Rows) -> None:
     found.figures["session_views_after_a_leak"] = after_leak
     found.figures["session_views_with_leaks"] = len(problems)
     found.check("runs start with a clean session", problems)
+
+
+# How far from an attempt's own run a cut of its replica's connections still explains its
+# connection error: the cut is logged by the injector after ``pg_terminate_backend`` returned,
+# and the attempt's end is written after the handler's error was classified.
+CUT_SLACK = timedelta(seconds=2)
+
+
+def _cut_while_store_answered(faults: list[Fault]) -> Callable[[AttemptRow], bool]:
+    """Whether an attempt ran while the injector severed its replica's connections and the
+    store was up for every replica the whole time: its error then ended only its own session."""
+    cuts = spans.cut(faults)
+    down = spans.store_down(faults)
+
+    def explains(row: AttemptRow) -> bool:
+        end = (row.finished_at or row.started_at) + CUT_SLACK
+        begin = row.started_at - CUT_SLACK
+        severed = any(a <= end and b >= begin for a, b in cuts.get(row.replica, []))
+        store_down = any(a <= end and b >= begin for a, b in down)
+        return severed and not store_down
+
+    return explains
