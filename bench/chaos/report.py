@@ -105,6 +105,10 @@ def markdown(report: dict[str, Any]) -> str:
         ("&nbsp; least time left to its deadline (s)", "old_holder_least_margin_s"),
         ("attempts ended by a store outage (not failures)", "attempts_ended_by_outage"),
         ("&nbsp; of them `chaos.reader`", "reader_attempts_ended_by_outage"),
+        (
+            "attempts failed by a session cut while the store answered (the job's, by design)",
+            "sessions_cut_while_store_answered",
+        ),
         ("session views recorded", "session_views"),
         ("&nbsp; on a connection a leaker had used", "session_views_after_a_leak"),
         ("&nbsp; with state left by an earlier run (must be 0)", "session_views_with_leaks"),
