@@ -21,7 +21,7 @@ from datetime import datetime
 import structlog
 
 from .. import audit, signals, store
-from ..models import Schedule, ScheduleStatus, SkipReason, Trigger
+from ..models import Schedule, ScheduleStatus
 from ..scheduling import planner, timings
 from ..scheduling.policies import Misfire, TimingKind
 from ..signals import OccurrenceEvent
@@ -88,21 +88,7 @@ def _decide(schedule: Schedule, *, now: datetime) -> list[PlannedOccurrence]:
     if decision is None:
         return []
 
-    def occurrence(instant: datetime, trigger: Trigger, reason: str = "") -> PlannedOccurrence:
-        return PlannedOccurrence(
-            schedule_id=schedule.pk,
-            tenant=schedule.tenant,
-            schedule_key=schedule.key,
-            scheduled_at=instant,
-            skip_reason=SkipReason(reason) if reason else None,
-            trigger=trigger,
-        )
-
-    return (
-        [occurrence(i, Trigger.SCHEDULE) for i in decision.run]
-        + [occurrence(i, Trigger.CATCHUP) for i in decision.replay]
-        + [occurrence(i, Trigger.SCHEDULE, reason) for i, reason in decision.skip]
-    )
+    return store.planned_occurrences(schedule, decision)
 
 
 def _report(one: _Late, *, now: datetime) -> None:

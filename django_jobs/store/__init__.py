@@ -63,7 +63,14 @@ from .planning import (
     withdraw_planned_ahead,
     write_plan,
 )
-from .records import Claimed, Ended, Lease, PlannedOccurrence, WriteResult
+from .records import (
+    Claimed,
+    Ended,
+    Lease,
+    PlannedOccurrence,
+    WriteResult,
+    planned_occurrences,
+)
 from .replicas import (
     CHANNEL,
     Gone,
@@ -145,6 +152,7 @@ __all__ = [
     "park_unplannable",
     "park_unreadable",
     "plan",
+    "planned_occurrences",
     "planning_context",
     "purge_batch",
     "purge_page",

@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..identity import occurrence_id
 from ..models import Schedule, SkipReason, Trigger
+
+if TYPE_CHECKING:
+    from ..scheduling.planner import PlanDecision
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,29 @@ class PlannedOccurrence:
     @property
     def id(self) -> UUID:
         return occurrence_id(self.tenant, self.schedule_key, self.scheduled_at)
+
+
+def planned_occurrences(schedule: Schedule, decision: PlanDecision) -> list[PlannedOccurrence]:
+    """The occurrences a plan decision inserts for ``schedule``: to run on time, replayed
+    (``catchup``), and recorded as skipped with their reason."""
+
+    def occurrence(
+        instant: datetime, reason: str | None = None, trigger: Trigger = Trigger.SCHEDULE
+    ) -> PlannedOccurrence:
+        return PlannedOccurrence(
+            schedule_id=schedule.pk,
+            tenant=schedule.tenant,
+            schedule_key=schedule.key,
+            scheduled_at=instant,
+            skip_reason=SkipReason(reason) if reason else None,
+            trigger=trigger,
+        )
+
+    return (
+        [occurrence(i) for i in decision.run]
+        + [occurrence(i, trigger=Trigger.CATCHUP) for i in decision.replay]
+        + [occurrence(i, r) for i, r in decision.skip]
+    )
 
 
 @dataclass(frozen=True)

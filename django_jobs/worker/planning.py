@@ -21,7 +21,7 @@ from django.db import DatabaseError, DataError, IntegrityError, transaction
 from .. import store
 from ..conf import get_settings
 from ..identity import occurrence_id
-from ..models import Schedule, SkipReason, Trigger
+from ..models import Schedule
 from ..safe_error import loggable
 from ..scheduling import planner, timings
 from ..scheduling.policies import MAX_DURATION, Misfire, Overlap
@@ -274,24 +274,7 @@ def decide(
 
 def to_plan(schedule: Schedule, decision: planner.PlanDecision) -> list[PlannedOccurrence]:
     """The occurrences a decision inserts: to run (on time or replayed) and skipped."""
-
-    def occurrence(
-        instant: datetime, reason: str | None = None, trigger: Trigger = Trigger.SCHEDULE
-    ) -> PlannedOccurrence:
-        return PlannedOccurrence(
-            schedule_id=schedule.pk,
-            tenant=schedule.tenant,
-            schedule_key=schedule.key,
-            scheduled_at=instant,
-            skip_reason=SkipReason(reason) if reason else None,
-            trigger=trigger,
-        )
-
-    return (
-        [occurrence(i) for i in decision.run]
-        + [occurrence(i, trigger=Trigger.CATCHUP) for i in decision.replay]
-        + [occurrence(i, r) for i, r in decision.skip]
-    )
+    return store.planned_occurrences(schedule, decision)
 
 
 def to_write(schedule: Schedule, decision: planner.PlanDecision) -> store.PlanWrite:
