@@ -165,6 +165,11 @@ _NOT_NEGATIVE = {
 }
 
 
+# Seconds: LEASE_SECONDS less TIMEOUT_GRACE_SECONDS is four renewal intervals (worker/leases.py),
+# so this keeps renewals at most four a second.
+MIN_LEASE_OVER_GRACE = 1
+
+
 def get_settings() -> JobsSettings:
     """Read ``settings.DJANGO_JOBS`` now and return it validated, with defaults filled in."""
     raw: dict[str, Any] = dict(getattr(django_settings, "DJANGO_JOBS", {}) or {})
@@ -204,13 +209,13 @@ def get_settings() -> JobsSettings:
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must not be negative, got {value!r}")
     lease = raw.get("LEASE_SECONDS", JobsSettings.LEASE_SECONDS)
     grace = raw.get("TIMEOUT_GRACE_SECONDS", JobsSettings.TIMEOUT_GRACE_SECONDS)
-    if grace >= lease:
+    if lease - grace < MIN_LEASE_OVER_GRACE:
         # A run whose lease cannot be confirmed is cancelled a renewal interval plus this
         # grace before its lease expires (worker/leases.py): the grace must fit in the lease.
         raise ConfigurationError(
-            f"DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be less than LEASE_SECONDS ({lease}), "
-            f"got {grace!r}: a run that ignores cancellation must be cut off before its lease "
-            "can pass to another replica"
+            f"DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be at least {MIN_LEASE_OVER_GRACE} s "
+            f"less than LEASE_SECONDS ({lease}), got {grace!r}: a run that ignores "
+            "cancellation must be cut off before its lease can pass to another replica"
         )
     return JobsSettings(
         **raw,

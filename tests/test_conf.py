@@ -30,7 +30,8 @@ def test_settings_are_read_at_access_time() -> None:
         ({"LEASE_SECONDS": 0}, "DJANGO_JOBS['LEASE_SECONDS'] must be greater than 0, got 0"),
         (
             {"LEASE_SECONDS": 10, "TIMEOUT_GRACE_SECONDS": 10},
-            "DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be less than LEASE_SECONDS (10), got 10",
+            "DJANGO_JOBS['TIMEOUT_GRACE_SECONDS'] must be at least 1 s less than LEASE_SECONDS "
+            "(10), got 10",
         ),
         ({"CLAIM_BATCH_SIZE": "10"}, "DJANGO_JOBS['CLAIM_BATCH_SIZE'] must be a number"),
         ({"RETENTION_SECONDS": -1}, "DJANGO_JOBS['RETENTION_SECONDS'] must not be negative"),

@@ -83,8 +83,23 @@ def test_a_renewal_of_an_older_token_does_not_overwrite_the_lease() -> None:
     run = a_run(token=2)
     inflight.add(run)
     stale = Lease(**{**run.lease.__dict__, "token": 1, "expires_at": T0 + timedelta(hours=1)})
-    inflight.renewed(run, stale)
+    inflight.renewed(run, stale, T0)
     assert run.lease.token == 2
     fresh = Lease(**{**run.lease.__dict__, "expires_at": T0 + timedelta(minutes=1)})
-    inflight.renewed(run, fresh)
+    inflight.renewed(run, fresh, T0)
     assert run.lease.expires_at == T0 + timedelta(minutes=1)
+    assert run.locked_at is None
+
+
+def test_a_lease_held_under_the_runs_own_lock_is_confirmed_without_its_expiry() -> None:
+    """The store returns a row locked by the run's own ``run.atomic()`` held but not
+    extended: the run is confirmed (no claim can take a locked row over) until renewed."""
+    inflight = InFlight()
+    run = a_run(token=2)
+    inflight.add(run)
+    held = Lease(**run.lease.__dict__)
+    inflight.renewed(run, held, T0 + timedelta(seconds=5))
+    assert run.locked_at == T0 + timedelta(seconds=5)
+    extended = Lease(**{**run.lease.__dict__, "expires_at": run.lease.expires_at + timedelta(1)})
+    inflight.renewed(run, extended, T0 + timedelta(seconds=10))
+    assert (run.locked_at, run.lease) == (None, extended)

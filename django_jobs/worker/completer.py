@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from datetime import datetime, timedelta
 
 import structlog
 from django.db import DatabaseError, connections
 
 from .. import signals, store
-from ..clock import Clock
+from ..clock import LATEST, Clock
 from ..safe_error import loggable
 from .alerts import FENCED_OUT, send_runs
 from .executor import log_scope
@@ -36,6 +37,9 @@ from .outcomes import EXCUSED, REFUSED, Outcome, ended_by_outage
 from .supervision import Role, SupervisedThread, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
+
+# How long a stopped or dead completer's last write of what it holds may wait for the store.
+FINAL_WRITE_SECONDS = 2.0
 
 
 class Completer(SupervisedThread):
@@ -68,6 +72,7 @@ class Completer(SupervisedThread):
         self.outage = outage
         self._queue: list[ActiveRun] = []
         self._writing: list[ActiveRun] = []
+        self._reported: set[int] = set()  # ids of the batch's runs already reported
         self._changed = threading.Condition()
         self._stopping = False
 
@@ -109,8 +114,9 @@ class Completer(SupervisedThread):
                 try:
                     self._write(batch)
                 except BaseException:
+                    unreported = [a for a in batch if id(a) not in self._reported]
                     with self._changed:  # written by the next run of this body
-                        self._queue[:0] = batch
+                        self._queue[:0] = unreported
                     raise
                 finally:
                     with self._changed:
@@ -118,7 +124,28 @@ class Completer(SupervisedThread):
         finally:
             connections.close_all()
 
-    def _write(self, batch: list[ActiveRun]) -> None:
+    def final(self) -> None:
+        """Stopped while waiting to restart after a crash, or dead: write what is queued,
+        once, for at most ``FINAL_WRITE_SECONDS`` (the drain calls it for a dead completer)."""
+        with self._changed:
+            queued, self._queue = self._queue, []
+        if not queued:
+            return
+        try:
+            until = self.clock.now() + timedelta(seconds=FINAL_WRITE_SECONDS)
+            self._write(queued, until=until)
+        except Exception as exc:  # the error that killed it: the leases will lapse
+            log.error(
+                "outcome.unwritten",
+                outcome=Outcome.COMPLETED.value,
+                count=len(queued),
+                error=loggable(exc, patterns=self.patterns, max_chars=200),
+            )
+        finally:
+            connections.close_all()
+
+    def _write(self, batch: list[ActiveRun], *, until: datetime = LATEST) -> None:
+        self._reported = set()
         if not batch:
             return
         result = keep_writing(
@@ -128,12 +155,14 @@ class Completer(SupervisedThread):
             stop=self.stop_writing,
             outage=self.outage,
             during="completion",
+            until=until,
         )
         if isinstance(result, Unwritten):
             error = loggable(result.error, patterns=self.patterns, max_chars=200)
             for active in batch:
                 with log_scope(active):
                     log.error("outcome.unwritten", outcome=Outcome.COMPLETED.value, error=error)
+                self._reported.add(id(active))
                 self.on_done(active, Outcome.UNWRITTEN)
             return
         for active in batch:
@@ -150,6 +179,7 @@ class Completer(SupervisedThread):
         )
 
     def _report(self, active: ActiveRun, *, accepted: bool) -> None:
+        self._reported.add(id(active))
         with log_scope(active):
             if accepted:
                 log.info("occurrence.completed")

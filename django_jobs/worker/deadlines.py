@@ -32,7 +32,7 @@ from ..clock import Clock
 from ..conf import JobsSettings
 from .executor import Execution, record_cut_off
 from .inflight import ActiveRun, CancelReason, InFlight, RunState
-from .leases import confirm_margin
+from .leases import confirm_margin, renew_every
 from .outage import loop_write_deadline
 from .outcomes import Tally
 from .supervision import Role, SupervisedThread, Supervisor
@@ -42,6 +42,8 @@ log = structlog.get_logger("django_jobs.worker")
 # The longest the watch sleeps between looks (seconds): a renewal moves a lease's margin and
 # a fake clock in tests moves without telling anyone, so it never trusts one computed wait.
 WATCH_MAX_WAIT_SECONDS = 0.25
+# The shortest: an instant that has passed without anything to do never makes it spin.
+WATCH_MIN_WAIT_SECONDS = 0.01
 
 
 def cut_off_at(active: ActiveRun, grace: timedelta) -> datetime | None:
@@ -71,6 +73,9 @@ class Deadlines:
         self.cut_off_count = 0  # runs left behind on their threads
         self._lock = threading.Condition()
         self._recording = 0  # cut-off runs whose attempt is being written
+        # Whether the lease keeper has waited on the store past a renewal interval (a store
+        # that hangs); set by the worker once its keeper exists.
+        self.stalled: Callable[[], bool] = lambda: False
 
     @property
     def grace(self) -> timedelta:
@@ -80,24 +85,35 @@ class Deadlines:
     def margin(self) -> timedelta:
         return confirm_margin(self.settings.lease, self.grace)
 
+    def unconfirmed_at(self, active: ActiveRun) -> datetime:
+        """When ``active``'s lease counts as unconfirmed: its margin before the expiry the
+        store last granted, or, while the keeper finds its row locked by the run's own
+        ``run.atomic()`` (which no claim can take over), two renewal intervals after it last
+        did."""
+        if active.locked_at is not None:
+            return active.locked_at + 2 * renew_every(self.settings.lease, self.grace)
+        return active.lease.expires_at - self.margin
+
     def next_instants(self) -> list[datetime]:
         """When each running run next needs the watch: its deadline, its lease margin, or its
-        cut-off."""
-        grace, margin = self.grace, self.margin
+        cut-off (nothing for a run cancelled for shutdown: the drain has it)."""
+        grace = self.grace
         instants = []
         for active in self.inflight.in_state(RunState.RUNNING):
             cut_off = cut_off_at(active, grace)
             if cut_off is not None:
                 instants.append(cut_off)
-            else:
-                instants += [active.deadline, active.lease.expires_at - margin]
+            elif active.reason is None:
+                instants += [active.deadline, self.unconfirmed_at(active)]
         return instants
 
-    def enforce(self) -> None:
+    def enforce(self, *, record: Callable[[Callable[[], None]], None] | None = None) -> None:
         """Cancel runs past their deadline or their lease margin; cut off those that ignore a
-        cancellation (timeout, lost lease, outage) past the grace."""
+        cancellation (timeout, lost lease, outage) past the grace. The attempts of the runs it
+        cut off are written by ``record`` (the watch: on a thread of their own, so no store
+        call holds up its next look), or here."""
         now = self.clock.now()
-        grace, margin = self.grace, self.margin
+        grace = self.grace
         cut: list[ActiveRun] = []
         for active in self.inflight.in_state(RunState.RUNNING):
             cut_off = cut_off_at(active, grace)
@@ -107,7 +123,7 @@ class Deadlines:
                 log.warning("run.timed_out", occurrence=str(active.lease.occurrence_id))
             elif (
                 not active.lost
-                and now >= active.lease.expires_at - margin
+                and now >= self.unconfirmed_at(active)
                 and self.inflight.cancel(active, (reason := self._unconfirmed()), now)
             ):
                 log.error(
@@ -119,6 +135,10 @@ class Deadlines:
                 )
         # Every run is cancelled or left behind before any write: a write waits for the store.
         cut = [active for active in cut if self._abandon(active)]
+        if cut:
+            (record or _now)(lambda: self._record(cut))
+
+    def _record(self, cut: list[ActiveRun]) -> None:
         try:
             for active in cut:
                 until = loop_write_deadline(active.lease)
@@ -129,13 +149,12 @@ class Deadlines:
                 self._lock.notify_all()
 
     def _unconfirmed(self) -> CancelReason:
-        """Why a lease went unconfirmed: a store outage the replica knows of, or not."""
+        """Why a lease went unconfirmed: a store outage the replica knows of (one of its
+        threads met one and it has not recovered, or the keeper's renewal hangs), or not."""
         outage = self.execution.outage
-        return (
-            CancelReason.OUTAGE
-            if outage is not None and outage.active
-            else (CancelReason.UNCONFIRMED)
-        )
+        if (outage is not None and outage.active) or self.stalled():
+            return CancelReason.OUTAGE
+        return CancelReason.UNCONFIRMED
 
     def wait_recorded(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the attempts of cut-off runs to be written (the
@@ -177,14 +196,30 @@ class DeadlineWatch(SupervisedThread):
 
     def body(self) -> None:
         while not self.stopped.is_set():
-            self.deadlines.enforce()
+            self.deadlines.enforce(record=_on_a_thread)
             self._poked.wait(self._wait_seconds())
             self._poked.clear()
 
     def _wait_seconds(self) -> float:
         now = self.deadlines.clock.now()
         waits = [(at - now).total_seconds() for at in self.deadlines.next_instants()]
-        return max(0.0, min([WATCH_MAX_WAIT_SECONDS, *waits]))
+        return max(WATCH_MIN_WAIT_SECONDS, min([WATCH_MAX_WAIT_SECONDS, *waits]))
 
 
-__all__ = ["WATCH_MAX_WAIT_SECONDS", "DeadlineWatch", "Deadlines", "cut_off_at"]
+def _now(write: Callable[[], None]) -> None:
+    write()
+
+
+def _on_a_thread(write: Callable[[], None]) -> None:
+    """Write a cut-off run's attempt on a short-lived thread of its own: it may wait for the
+    store up to the lease's expiry, and the replica is exiting anyway (``wait_recorded``)."""
+    threading.Thread(target=write, name="django_jobs-cut-off-record", daemon=True).start()
+
+
+__all__ = [
+    "WATCH_MAX_WAIT_SECONDS",
+    "WATCH_MIN_WAIT_SECONDS",
+    "DeadlineWatch",
+    "Deadlines",
+    "cut_off_at",
+]

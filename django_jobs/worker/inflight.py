@@ -58,6 +58,9 @@ class ActiveRun:
     cancelled_at: datetime | None = None
     lost: bool = False  # the store refused its renewal: another claim or an operator ended it
     claimed_ahead: bool = False  # its Attempt says ``claimed`` until a thread starts it
+    # When the keeper last found its row locked by the run's own ``run.atomic()`` (held, not
+    # extended: no claim can take a locked row over); ``None`` once renewed again.
+    locked_at: datetime | None = None
 
     @property
     def occurrence_id(self) -> UUID:
@@ -137,10 +140,16 @@ class InFlight:
             run.lost = True
         self.cancel(run, CancelReason.LEASE_LOST, now)
 
-    def renewed(self, run: ActiveRun, lease: Lease) -> None:
+    def renewed(self, run: ActiveRun, lease: Lease, now: datetime) -> None:
+        """The store confirmed the lease: extended, or held under the run's own row lock
+        (returned with the expiry it had)."""
         with self._lock:
-            if run.lease.token == lease.token:
-                run.lease = lease
+            if run.lease.token != lease.token:
+                return
+            if lease.expires_at == run.lease.expires_at:
+                run.locked_at = now
+            else:
+                run.lease, run.locked_at = lease, None
 
     # --- views ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ occurrence. The arithmetic, with lease ``L`` and cut-off grace ``G`` (``TIMEOUT_
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -74,6 +75,13 @@ class LeaseKeeper(SupervisedThread):
         self.owner, self.clock, self.lease_for = owner, clock, lease_for
         self.inflight, self.outage, self.on_cancel = inflight, outage, on_cancel
         self.interval = renew_every(lease_for, grace)
+        self._renewing_since: float | None = None  # time.monotonic() of a call in progress
+
+    def stalled(self) -> bool:
+        """Whether a renewal has been waiting on the store for longer than a renewal interval:
+        a store that hangs raises nothing, but is out of reach all the same."""
+        since = self._renewing_since
+        return since is not None and time.monotonic() - since > self.interval.total_seconds()
 
     def body(self) -> None:
         try:
@@ -90,6 +98,7 @@ class LeaseKeeper(SupervisedThread):
         if not runs:
             return
         now = self.clock.now()
+        self._renewing_since = time.monotonic()
         try:
             kept = store.renew(
                 [r.lease for r in runs], owner=self.owner, now=now, lease_for=self.lease_for
@@ -99,11 +108,13 @@ class LeaseKeeper(SupervisedThread):
             drop_connection()
             self.outage.failed(exc, during="renewal")
             return
+        finally:
+            self._renewing_since = None
         renewed = {lease.occurrence_id: lease for lease in kept}
         for r in runs:
             lease = renewed.get(r.occurrence_id)
             if lease is not None:
-                self.inflight.renewed(r, lease)
+                self.inflight.renewed(r, lease, now)
                 continue
             log.warning("lease.lost", occurrence=str(r.occurrence_id), token=r.lease.token)
             self.inflight.lose(r, now)

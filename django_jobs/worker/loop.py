@@ -180,6 +180,7 @@ class Worker:
             grace=self._deadlines.grace,
             supervisor=self.supervisor,
         )
+        self._deadlines.stalled = self._keeper.stalled
         self._drainer = Drain(
             clock=self.clock,
             grace=self.settings.shutdown_grace,
@@ -268,12 +269,16 @@ class Worker:
     # --- run what is due now (--once) -----------------------------------------------
 
     def _ensure_keeper(self) -> None:
-        """Start the guards of the runs: the lease keeper, the deadline watch, the completer."""
+        """Start the guards of the runs: the lease keeper, the deadline watch, the completer.
+        An inline worker starts none: its runs end inside the call that started them, in the
+        caller's transaction, which another connection could not renew anyway."""
+        if self.inline:
+            return
         if self._keeper.ident is None and not self._keeper.stopped.is_set():
             self._keeper.start()
-        if not self.inline and self._watch.ident is None:
+        if self._watch.ident is None:
             self._watch.start()
-        if not self.inline and self._completer.ident is None:
+        if self._completer.ident is None:
             self._completer.start()
 
     def close(self) -> None:
@@ -298,6 +303,9 @@ class Worker:
         summary = PassSummary()
         before = self._tally.snapshot()
         while not self.stopping.is_set():
+            if self.supervisor.restarting():  # a guard is coming back: wait for it
+                self.wakeup.wait(PASS_WAIT_SECONDS)
+                continue
             claimed, asked = self.step()
             summary.claimed += claimed
             while self._busy() and not self.stopping.is_set():
@@ -346,6 +354,7 @@ class Worker:
                     self.wakeup.wait(self.supervisor.restart_delay(Role.LOOP))
                 continue
             self._outages.pass_succeeded()
+            self.supervisor.recovered(Role.LOOP)
             if self.exit_code:
                 break
             if self.wakeup.wait(sleep) == "notify":
@@ -365,7 +374,8 @@ class Worker:
         ``POLL_SECONDS``."""
         now = self.clock.now()
         candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._heartbeat.next_at]
-        if self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency:
+        free = self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency
+        if free and self.supervisor.guards_alive():  # else nothing is claimed: no spinning
             due = self._cadence.next_work(now)
             if due is not None:
                 candidates.append(due)
@@ -383,7 +393,9 @@ class Worker:
 
     def _shutdown(self) -> int:
         log.info("worker.draining", running=len(self.inflight))
-        self._try(lambda: self._heartbeat.beat(ReplicaState.DRAINING, force=True))
+        self._try(
+            lambda: self._heartbeat.beat(ReplicaState.DRAINING, force=True, threads=self.threads())
+        )
         self._drain()
         self._keeper.stopped.set()
         self._watch.stop()
@@ -391,7 +403,9 @@ class Worker:
             # A batch cut short by the exit rolls back whole: no statement is left half-done.
             self._retention.stop()
             self._retention.join(timeout=THREAD_JOIN_SECONDS)
-        self._try(lambda: self._heartbeat.beat(ReplicaState.STOPPED, force=True))
+        self._try(
+            lambda: self._heartbeat.beat(ReplicaState.STOPPED, force=True, threads=self.threads())
+        )
         self._threads.shutdown(wait=False)
         self._threads.close_connections()
         self.wakeup.close()

@@ -84,7 +84,7 @@ class Drain:
             self.inflight.cancel(active, CancelReason.SHUTDOWN, self.clock.now())
         # After a cut-off the process must end now (that ends the abandoned handler): the
         # other runs are released, not waited for.
-        if self.forced.is_set() or (self.cut_off() and not failed):
+        if self.forced.is_set() or self.deadlines.cut_off_count:
             settle = self.clock.now()
         else:
             settle_for = self.timeout_grace if failed else timedelta(seconds=SETTLE_SECONDS)
@@ -97,6 +97,8 @@ class Drain:
         if not self.completer.stop_and_wait(wait):
             stuck += 1
             self.stop_writing.set()
+        elif self.completer.busy():  # it died holding completions: write them once
+            self.completer.final()
         return stuck
 
     def _release_leftovers(self) -> int:

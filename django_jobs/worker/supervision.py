@@ -5,9 +5,12 @@ logged (``thread.crashed``, with the role and the redacted error) and then:
 
 1. the thread's body runs again after a backoff (0.5 s, 1 s, 2 s ... at most 5 s), at most
    ``MAX_RESTARTS`` times within ``RESTART_WINDOW``;
-2. past that, the role is dead and the replica stops safely (``Supervisor.on_failure``): it
-   stops claiming, cancels its runs, cuts off what ignores cancellation after the grace,
-   releases what it can and exits ``EXIT_THREAD_FAILED`` for its supervisor to restart it.
+2. past that, the role is dead. A role the runs depend on (``STOPS_REPLICA``: the loop, the
+   run threads and the guards) stops the replica safely (``Supervisor.on_failure``): it stops
+   claiming, cancels its runs, cuts off what ignores cancellation after the grace, releases
+   what it can and exits ``EXIT_THREAD_FAILED`` for its supervisor to restart it. Any other
+   (retention, the start-up sync) stays dead while the replica serves on: ``jobs health``
+   fails while it reports one, so a liveness probe restarts it gracefully.
 
 While a thread that guards the runs (``GUARDS``: the lease keeper, the completer, the deadline
 watch) is restarting or dead, the replica claims nothing (``Supervisor.guards_alive``). The
@@ -52,6 +55,8 @@ class Role(enum.StrEnum):
 # The threads without which a run could outlive its lease or its deadline, or finish without
 # its completion written: no claim while one of them is not alive.
 GUARDS = frozenset({Role.LEASE_KEEPER, Role.COMPLETER, Role.DEADLINES})
+# The roles whose death stops the replica: without them its runs are not kept or written.
+STOPS_REPLICA = GUARDS | {Role.LOOP, Role.RUN}
 
 
 class Status(enum.StrEnum):
@@ -79,6 +84,17 @@ class Supervisor:
     def set(self, role: Role, status: Status) -> None:
         with self._lock:
             self._status[role] = status
+
+    def recovered(self, role: Role) -> None:
+        """A role restarting after a crash works again (the loop's next pass went through)."""
+        with self._lock:
+            if self._status.get(role) == Status.RESTARTING:
+                self._status[role] = Status.ALIVE
+
+    def restarting(self) -> bool:
+        """Whether a guard is restarting (not dead): claims wait for it."""
+        with self._lock:
+            return any(s == Status.RESTARTING for r, s in self._status.items() if r in GUARDS)
 
     def status(self) -> dict[str, str]:
         """Each role that has a thread, and its status (for the heartbeat and the metrics)."""
@@ -110,7 +126,7 @@ class Supervisor:
             crashes=count,
             restart=restart,
         )
-        if not restart:
+        if not restart and role in STOPS_REPLICA:
             self.on_failure(role, exc)
         return restart
 
@@ -139,6 +155,9 @@ class SupervisedThread(threading.Thread):
     def body(self) -> None:
         raise NotImplementedError
 
+    def final(self) -> None:
+        """What to do when stopped while waiting to restart after a crash (nothing)."""
+
     def start(self) -> None:
         self.supervisor.set(self.role, Status.ALIVE)  # alive from now: no claim races it
         super().start()
@@ -152,6 +171,7 @@ class SupervisedThread(threading.Thread):
                     return
                 if self.stop_event.wait(self.supervisor.restart_delay(self.role)):
                     self.supervisor.set(self.role, Status.STOPPED)
+                    self.final()
                     return
                 self.supervisor.set(self.role, Status.ALIVE)
                 log.info("thread.restarted", role=self.role.value)
@@ -164,6 +184,7 @@ __all__ = [
     "GUARDS",
     "MAX_RESTARTS",
     "RESTART_WINDOW_SECONDS",
+    "STOPS_REPLICA",
     "Role",
     "Status",
     "SupervisedThread",
