@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from django_jobs.registry import Registry
-from django_jobs.worker.inflight import CancelReason, InFlight
+from django_jobs.worker.inflight import ActiveRun, CancelReason
 from django_jobs.worker.leases import confirm_margin, renew_every
 from django_jobs.worker.loop import Worker
 from django_jobs.worker.supervision import Role
@@ -35,6 +35,10 @@ def running(worker: Worker, *, deadline=T0 + timedelta(hours=1)):
     return run
 
 
+def cancelled(run: ActiveRun) -> tuple[object, object]:
+    return run.reason, run.cancelled_at
+
+
 def test_the_margin_is_one_renewal_interval_plus_the_grace() -> None:
     assert renew_every(LEASE, GRACE) == timedelta(seconds=5)
     assert confirm_margin(LEASE, GRACE) == timedelta(seconds=15)
@@ -48,7 +52,7 @@ def test_an_unconfirmed_lease_is_cancelled_at_its_margin_without_the_store(worke
     clock.set(T0 + timedelta(seconds=15))  # expiry 30 s, less 5 s + 10 s
     worker._deadlines.enforce()
     # No outage is known to the replica: unconfirmed (given back if it stops, never excused).
-    assert (run.reason, run.cancelled_at) == (CancelReason.UNCONFIRMED, clock.now())
+    assert cancelled(run) == (CancelReason.UNCONFIRMED, clock.now())
 
 
 def test_a_row_held_under_the_runs_own_lock_is_not_cancelled_while_the_keeper_sees_it(
@@ -65,7 +69,7 @@ def test_a_row_held_under_the_runs_own_lock_is_not_cancelled_while_the_keeper_se
     assert run.reason is None
     clock.set(T0 + timedelta(seconds=35))  # the keeper has not looked for 2 intervals
     worker._deadlines.enforce()
-    assert run.reason == CancelReason.UNCONFIRMED
+    assert cancelled(run)[0] == CancelReason.UNCONFIRMED
 
 
 def test_a_run_cancelled_for_shutdown_gives_the_watch_no_instant(worker, clock) -> None:

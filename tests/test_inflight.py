@@ -91,6 +91,10 @@ def test_a_renewal_of_an_older_token_does_not_overwrite_the_lease() -> None:
     assert run.locked_at is None
 
 
+def state_of(run: ActiveRun) -> tuple[object, Lease]:
+    return run.locked_at, run.lease
+
+
 def test_a_lease_held_under_the_runs_own_lock_is_confirmed_without_its_expiry() -> None:
     """The store returns a row locked by the run's own ``run.atomic()`` held but not
     extended: the run is confirmed (no claim can take a locked row over) until renewed."""
@@ -102,4 +106,4 @@ def test_a_lease_held_under_the_runs_own_lock_is_confirmed_without_its_expiry() 
     assert run.locked_at == T0 + timedelta(seconds=5)
     extended = Lease(**{**run.lease.__dict__, "expires_at": run.lease.expires_at + timedelta(1)})
     inflight.renewed(run, extended, T0 + timedelta(seconds=10))
-    assert (run.locked_at, run.lease) == (None, extended)
+    assert state_of(run) == (None, extended)
