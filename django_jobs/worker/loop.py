@@ -193,6 +193,7 @@ class Worker:
             cut_off=lambda: self.exit_code != 0,
             patterns=self.settings.REDACT_PATTERNS,
             timeout_grace=self._deadlines.grace,
+            outage=self.outage,
         )
 
     # --- shared state ---------------------------------------------------------------
@@ -414,7 +415,7 @@ class Worker:
         return self.exit_code
 
     def _try(self, action: Callable[[], object]) -> None:
-        try_store(action, patterns=self.settings.REDACT_PATTERNS)
+        try_store(action, patterns=self.settings.REDACT_PATTERNS, outage=self.outage)
 
 
 __all__ = [

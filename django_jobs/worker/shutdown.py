@@ -26,7 +26,7 @@ from ..safe_error import loggable
 from .completer import Completer
 from .deadlines import Deadlines
 from .inflight import CancelReason, InFlight
-from .outage import raise_unless_outage
+from .outage import OutageLog, raise_unless_outage
 from .wakeup import Wakeup
 
 log = structlog.get_logger("django_jobs.worker")
@@ -42,13 +42,19 @@ SETTLE_SECONDS = 2.0
 COMPLETER_SHUTDOWN_SECONDS = 2.0
 
 
-def try_store(action: Callable[[], object], *, patterns: tuple[str, ...]) -> None:
+def try_store(
+    action: Callable[[], object], *, patterns: tuple[str, ...], outage: OutageLog | None = None
+) -> None:
     """Run ``action`` once; a store outage is logged, not raised: a stopping replica that
-    cannot reach the store leaves its leases to expire."""
+    cannot reach the store leaves its leases to expire. Through ``outage``, the replica's
+    outage log, a stop in the middle of an outage adds no line to the spell already logged."""
     try:
         action()
     except DatabaseError as exc:
         raise_unless_outage(exc)
+        if outage is not None:
+            outage.failed(exc, during="shutdown")
+            return
         log.error("store.unavailable", during="shutdown", error=loggable(exc, patterns=patterns))
 
 
@@ -67,6 +73,7 @@ class Drain:
     cut_off: Callable[[], bool]  # whether a run was cut off: the process must end now
     patterns: tuple[str, ...]
     timeout_grace: timedelta = timedelta(0)  # ``TIMEOUT_GRACE_SECONDS``
+    outage: OutageLog | None = None  # the replica's bounded outage log
 
     def run(self, *, failed: bool = False) -> int:
         """Drain; return how many threads were left behind (the process must end without
@@ -107,8 +114,9 @@ class Drain:
         leftovers = [run for run in self.inflight.running() if self.inflight.abandon(run)]
         if leftovers:
             leases = [a.lease for a in leftovers]
-            try_store(lambda: store.release(leases, now=self.clock.now()), patterns=self.patterns)
-            try_store(lambda: store.notify("release"), patterns=self.patterns)
+            release = lambda: store.release(leases, now=self.clock.now())  # noqa: E731
+            try_store(release, patterns=self.patterns, outage=self.outage)
+            try_store(lambda: store.notify("release"), patterns=self.patterns, outage=self.outage)
             log.info("worker.released", count=len(leftovers))
         return len(leftovers)
 
