@@ -404,3 +404,21 @@ def test_an_inline_pass_records_a_handlers_system_exit_as_its_failure(
     occurrence = Occurrence.objects.get(pk=occurrence_id)
     assert occurrence.last_error_type == type(error).__name__
     assert outcomes(occurrence_id) == [AttemptOutcome.FAILED]
+
+
+def test_a_stop_inside_an_outage_adds_no_line_to_the_spell(clock) -> None:
+    """Shutdown's writes (heartbeats, the release, its NOTIFY) go through the replica's outage
+    log: a replica stopped while the store is out logs the spell once, not a line a write
+    (the 30-minute campaign of seed 20261202 counted 6-7 lines against a bound of 5)."""
+    from django_jobs.worker.shutdown import try_store
+
+    outage = OutageLog(clock)
+
+    def write() -> None:
+        raise OperationalError("connection refused")
+
+    with capture_logs() as logs:
+        outage.failed(OperationalError("connection refused"), during="pass")
+        for _ in range(4):
+            try_store(write, patterns=(), outage=outage)
+    assert [e["event"] for e in logs] == ["store.unavailable"]
