@@ -99,7 +99,10 @@ class Drain:
         while self.inflight.running() and self.clock.now() < settle:
             self.wakeup.wait(SETTLE_WAIT_SECONDS)
         stuck = self._release_leftovers() + self.deadlines.cut_off_count
-        wait = 0 if self.forced.is_set() else COMPLETER_SHUTDOWN_SECONDS
+        # Through a store outage no write goes through: waiting for the completer or for a
+        # cut-off run's attempt would only keep an abandoned handler running.
+        store_out = self.outage is not None and self.outage.active
+        wait = 0 if self.forced.is_set() or store_out else COMPLETER_SHUTDOWN_SECONDS
         self.deadlines.wait_recorded(wait)  # a cut-off run's attempt, if the store answers
         if not self.completer.stop_and_wait(wait):
             stuck += 1
