@@ -117,6 +117,10 @@ class Schedule(models.Model):
     disabled_by = models.CharField(max_length=200, blank=True, default="")
     disabled_reason = models.TextField(blank=True, default="")
     disabled_at = models.DateTimeField(null=True, blank=True)
+    # Disabled by its tenant's pause (``services.pause_tenant``), not by an operator: the
+    # only schedules ``resume_tenant`` enables. A mark, never read from the reason's text,
+    # which anyone who disables a schedule writes; any other disable or enable clears it.
+    paused_by_tenant = models.BooleanField(default=False, db_default=False)
 
     # Recovery points: what the planner continues from after a restart. The last start and
     # completion are read from the occurrences (services.with_recovery_points), not written

@@ -28,12 +28,22 @@ DISABLED_FIELDS = ("enabled", "disabled_by", "disabled_reason", "disabled_at")
 
 def _disabled_state(schedule: Schedule) -> dict[str, Any]:
     """What the row holds about being disabled: the ``before`` and ``after`` of disable and
-    enable records, so each says what the row really held, not what the action assumed."""
-    return {name: getattr(schedule, name) for name in DISABLED_FIELDS}
+    enable records, so each says what the row really held, not what the action assumed
+    (``paused_by_tenant`` only while it is set: the mark ``resume_tenant`` reads)."""
+    state = {name: getattr(schedule, name) for name in DISABLED_FIELDS}
+    if schedule.paused_by_tenant:
+        state["paused_by_tenant"] = True
+    return state
 
 
 def disable(
-    schedule: Schedule, *, actor: Any, reason: str, now: datetime, cancel_running: bool = False
+    schedule: Schedule,
+    *,
+    actor: Any,
+    reason: str,
+    now: datetime,
+    cancel_running: bool = False,
+    tenant_pause: bool = False,
 ) -> Schedule:
     """Stop new claims of the schedule on every replica (from their next pass). An occurrence
     already running finishes, unless ``cancel_running``: then its lease ends here and the
@@ -43,7 +53,12 @@ def disable(
     who disabled it first, why and since when (what an operator must resolve before enabling
     it), the record's ``before`` shows them, and the new reason is the record's own. It is
     not refused: with ``cancel_running`` it is how a running occurrence of a disabled
-    schedule is stopped."""
+    schedule is stopped.
+
+    ``tenant_pause`` (``pause_tenant``'s) marks the schedule it disables as paused with its
+    tenant (``Schedule.paused_by_tenant``), the only ones ``resume_tenant`` enables. Any
+    other disable clears that mark, repeated or not: a schedule an operator disables during
+    a pause stays disabled when the tenant resumes."""
     reason = need_reason(reason, f"disabling schedule {shown(schedule)}")
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
@@ -59,7 +74,11 @@ def disable(
             schedule.enabled = False
             schedule.disabled_by, schedule.disabled_reason = audit.actor_name(actor), reason
             schedule.disabled_at = schedule.updated_at = now
-            schedule.save(update_fields=[*DISABLED_FIELDS, "updated_at"])
+            schedule.paused_by_tenant = tenant_pause
+            schedule.save(update_fields=[*DISABLED_FIELDS, "paused_by_tenant", "updated_at"])
+        elif schedule.paused_by_tenant and not tenant_pause:  # an operator's own, now
+            schedule.paused_by_tenant, schedule.updated_at = False, now
+            schedule.save(update_fields=["paused_by_tenant", "updated_at"])
         record(
             schedule,
             now=now,
@@ -88,9 +107,18 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
             before["parked"] = f"{schedule.parked_field}: {schedule.parked_reason}"
         schedule.enabled = True
         schedule.disabled_by, schedule.disabled_reason, schedule.disabled_at = "", "", None
+        schedule.paused_by_tenant = False
         unpark(schedule, now=now)
         schedule.updated_at = now
-        schedule.save(update_fields=[*DISABLED_FIELDS, *PARKED_FIELDS, "next_due_at", "updated_at"])
+        schedule.save(
+            update_fields=[
+                *DISABLED_FIELDS,
+                "paused_by_tenant",
+                *PARKED_FIELDS,
+                "next_due_at",
+                "updated_at",
+            ]
+        )
         record(
             schedule,
             now=now,
