@@ -3,13 +3,15 @@
 ``--actor`` is self-asserted: whoever can run ``manage.py`` holds the database credentials and
 is trusted in full. ``DJANGO_JOBS["CLI_ACTOR_RULES"]`` narrows whom it may name (the OS user's
 own name, no superuser), so the audit trail says who ran the command, not merely who they
-claimed to be.
+claimed to be. The OS user is the process's effective uid's account, never ``$LOGNAME`` or
+``$USER``, which whoever starts the command sets as they please.
 """
 
 from __future__ import annotations
 
-import getpass
 import json
+import os
+import pwd
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,19 +61,28 @@ class Invocation:
         )
 
 
+def os_user() -> str:
+    """The name of the OS account running this process: its effective uid's passwd entry.
+    Not ``getpass.getuser()``, which believes ``$LOGNAME``/``$USER`` first: root running
+    ``LOGNAME=alice manage.py jobs ...`` is root."""
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # an arbitrary uid without a passwd entry (some container platforms)
+        raise CommandError(
+            "--actor: DJANGO_JOBS['CLI_ACTOR_RULES'] requires the OS user's name, and uid "
+            f"{uid} running this command has no passwd entry: add one for it (the environment's "
+            "LOGNAME and USER are not trusted)"
+        ) from None
+
+
 def _need_os_user(username: str) -> None:
     """``CLI_ACTOR_RULES`` ``"os_user"``: the actor is the OS user running the command, so an
     operator cannot act, and be audited, under a colleague's name."""
-    try:
-        os_user = getpass.getuser()
-    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+    os_name = os_user()
+    if username != os_name:
         raise CommandError(
-            "--actor: DJANGO_JOBS['CLI_ACTOR_RULES'] requires the OS user's name, and this "
-            "process has none (set LOGNAME or USER)"
-        ) from None
-    if username != os_user:
-        raise CommandError(
-            f"--actor {username!r} is not the OS user running this command ({os_user!r}), and "
+            f"--actor {username!r} is not the OS user running this command ({os_name!r}), and "
             "DJANGO_JOBS['CLI_ACTOR_RULES'] requires it: run it as that user, or act as "
-            f"{os_user!r}"
+            f"{os_name!r}"
         )
