@@ -19,8 +19,13 @@ shape that carries it:
 - command lines as ``CalledProcessError`` prints them (a shell string or a list's repr): a flag
   named for a secret and its argument (``--password x``, ``--api-key=x``), ``mysql -px``,
   ``curl -u user:x``;
-- ``Authorization`` headers and common token shapes (AWS access key ids, GitHub, Slack, Stripe,
-  JWTs, PEM private keys), plus the project's ``REDACT_PATTERNS``.
+- ``Authorization`` headers, JWTs and PEM private keys;
+- token shapes that carry no name (``secret_shapes``: detect-secrets' plugin patterns and ours,
+  among them AWS, Google, Slack, Stripe, OpenAI, Anthropic, SendGrid, npm, PyPI and Azure),
+  plus the project's ``REDACT_PATTERNS``.
+
+Each of these patterns (not a project's) names markers, text any match holds; a pattern whose
+markers are absent is not run, so a message pays one substring search per absent shape.
 
 Every pattern looks at the original text and the hidden spans are merged, so one shape cannot
 disturb another (a pattern never sees a ``[redacted]`` another one wrote). What it cannot do:
@@ -42,6 +47,9 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from . import secret_shapes
+from .secret_shapes import Shape
 
 REDACTED = "[redacted]"
 _TYPE_MAX = 200
@@ -94,57 +102,95 @@ def _repr_body(q: str) -> str:
 _FLAG = rf"-{{1,2}}[\w.-]{{0,64}}?{_NAME}"
 _USER_FLAG = r"(?:-u|-U|--user|--proxy-user)"
 
-DEFAULT_PATTERNS: tuple[str, ...] = (
+# Redaction reads names and places (a name given a value, a URL's password, a command line's
+# flags, a header); secret_shapes reads token shapes. Each of ours runs only on a text holding
+# one of its markers (lower case), a substring search far cheaper than the regex's scan.
+_NAME_MARKERS = ("pass", "pwd", "secret", "token", "credential", "cookie", "session", "key", "auth")
+_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # Credentials in a URL: scheme://user:password@host. The password runs to the last @
     # followed by a host on its line (it may hold @, #, /, ? and spaces), not into another URL.
-    r"://[^\s:/?#]*+:(?P<secret>(?:(?!://)[^\n])+)@(?=[^\s@/?#:])",
+    (r"://[^\s:/?#]*+:(?P<secret>(?:(?!://)[^\n])+)@(?=[^\s@/?#:])", ("://",)),
     # Authorization: Bearer xxx (and Basic, Token, ...), as a header or a key-value pair.
-    r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*+[:=][ \t]*+[\"']?"
-    r"(?:(?:bearer|basic|token|digest|negotiate)[ \t]++)?(?P<secret>[^\s\"',;]+)",
-    r"(?i)\bbearer\s{1,5}(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)",
+    (
+        r"(?i)\b(?:proxy-)?authorization[\"']?[ \t]*+[:=][ \t]*+[\"']?"
+        r"(?:(?:bearer|basic|token|digest|negotiate)[ \t]++)?(?P<secret>[^\s\"',;]+)",
+        ("authorization",),
+    ),
+    (r"(?i)\bbearer\s{1,5}(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)", ("bearer",)),
     # password=..., "DB_PASSWORD_PROD": "...", secretKey: ..., token => '...', {\"pwd\": \"...\"}
     # The whole name is read, so a URL's user (https://x-access-token:...@) is left to the
     # URL pattern, which knows where the host starts.
-    rf"(?i)(?<![\w.-])(?<!//)[\w.-]{{0,64}}?{_NAME}(?:\\?[\"']|\])?[ \t]*+(?::=|=>|==|[:=])\s*+"
-    rf"{_VALUE}",
+    (
+        rf"(?i)(?<![\w.-])(?<!//)[\w.-]{{0,64}}?{_NAME}(?:\\?[\"']|\])?[ \t]*+(?::=|=>|==|[:=])\s*+"
+        rf"{_VALUE}",
+        _NAME_MARKERS,
+    ),
     # A YAML block value is everything to the end of its line: "  db_password: two words".
-    rf"(?im)^[ \t]*+(?:-[ \t]+)?[\"']?[\w.-]{{0,64}}?{_NAME}[\"']?[ \t]*+:[ \t]++"
-    r"(?![\"'])(?P<secret>\S(?:[^\n]*\S)?)",
+    (
+        rf"(?im)^[ \t]*+(?:-[ \t]+)?[\"']?[\w.-]{{0,64}}?{_NAME}[\"']?[ \t]*+:[ \t]++"
+        r"(?![\"'])(?P<secret>\S(?:[^\n]*\S)?)",
+        _NAME_MARKERS,
+    ),
     # URL-encoded: password%3Dhunter2, %22token%22%3A%20%22...%22 (a JSON string, its \" as %5C%22)
-    rf"(?i){_NAME}(?:%2[27])?%3[AD](?:%20|\+)*+"
-    r"(?:%22(?P<secret_q>(?:%5C(?:%[0-9A-F]{2}|[^\s&%])|(?!%22|%5C)[^\s&\"'<>])*+)"
-    r"|(?P<secret>(?:(?!%26)[^\s&\"'<>])++))",
+    (
+        rf"(?i){_NAME}(?:%2[27])?%3[AD](?:%20|\+)*+"
+        r"(?:%22(?P<secret_q>(?:%5C(?:%[0-9A-F]{2}|[^\s&%])|(?!%22|%5C)[^\s&\"'<>])*+)"
+        r"|(?P<secret>(?:(?!%26)[^\s&\"'<>])++))",
+        ("%3",),
+    ),
     # A flag named for a secret and its argument: --password x, --api-key='x y', and in a
     # list's repr '--password', 'x' or '--password=x'. pg_dump --password -h db has none.
-    rf"(?i){_SHELL}(?:'{_FLAG}=(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
-    rf"|{_FLAG}(?:=|[ \t]++(?!-))(?P<secret>{_WORD_PIECE}++))",
-    rf"(?i){_ITEM}(?P<q>['\"]){_FLAG}(?:=(?P<secret_eq>{_repr_body('q')})"
-    rf"|(?P=q),\s(?P<q2>['\"])(?!-)(?P<secret>{_repr_body('q2')}))",
+    (
+        rf"(?i){_SHELL}(?:'{_FLAG}=(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
+        rf"|{_FLAG}(?:=|[ \t]++(?!-))(?P<secret>{_WORD_PIECE}++))",
+        _NAME_MARKERS,
+    ),
+    (
+        rf"(?i){_ITEM}(?P<q>['\"]){_FLAG}(?:=(?P<secret_eq>{_repr_body('q')})"
+        rf"|(?P=q),\s(?P<q2>['\"])(?!-)(?P<secret>{_repr_body('q2')}))",
+        _NAME_MARKERS,
+    ),
     # mysql -phunter2: the password is glued to -p (and -p alone prompts). The look-ahead
     # stops at the next "mysql", so a message full of them is still read once.
-    rf"\b(?:mysql|mariadb)[\w-]*+(?:(?!mysql|mariadb)[^\n]){{0,300}}?"
-    rf"(?:{_SHELL}(?:'-p(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
-    rf"|-p(?P<secret>{_WORD_PIECE}++))"
-    rf"|{_ITEM}(?P<q>['\"])-p(?P<secret_item>{_repr_body('q')}))",
+    (
+        rf"\b(?:mysql|mariadb)[\w-]*+(?:(?!mysql|mariadb)[^\n]){{0,300}}?"
+        rf"(?:{_SHELL}(?:'-p(?P<secret_q>[^'\n]*+)(?:'(?P<secret_q_tail>{_WORD_PIECE}*+))?"
+        rf"|-p(?P<secret>{_WORD_PIECE}++))"
+        rf"|{_ITEM}(?P<q>['\"])-p(?P<secret_item>{_repr_body('q')}))",
+        ("mysql", "mariadb"),
+    ),
     # curl -u user:password (and --user, --proxy-user): the part after the first colon.
-    rf"{_SHELL}{_USER_FLAG}(?:=|[ \t]++)"
-    rf"(?:[^\s:'\"\\]*+:(?P<secret>{_WORD_PIECE}*+)|(?=['\"][^'\"\n]*:)(?P<secret_q>{_WORD_PIECE}++))",
-    rf"{_ITEM}(?P<q>['\"]){_USER_FLAG}(?:=[^:'\"\\\n]*:(?P<secret_eq>{_repr_body('q')})"
-    rf"|(?P=q),\s(?P<q2>['\"])[^:'\"\\\n]*:(?P<secret>{_repr_body('q2')}))",
-    # Token shapes, wherever they appear.
-    r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Z])",
-    r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,255}",
-    r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{20,255}",
-    r"(?<![A-Za-z0-9-])xox[baprs]-[A-Za-z0-9-]{10,255}",
-    r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
-    r"(?<![A-Za-z0-9_])sk_(?:live|test)_[A-Za-z0-9]{16,255}",
-    r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]{0,40}PRIVATE KEY-----|$)",
+    (
+        rf"{_SHELL}{_USER_FLAG}(?:=|[ \t]++)"
+        rf"(?:[^\s:'\"\\]*+:(?P<secret>{_WORD_PIECE}*+)|(?=['\"][^'\"\n]*:)(?P<secret_q>{_WORD_PIECE}++))",
+        ("-u",),
+    ),
+    (
+        rf"{_ITEM}(?P<q>['\"]){_USER_FLAG}(?:=[^:'\"\\\n]*:(?P<secret_eq>{_repr_body('q')})"
+        rf"|(?P=q),\s(?P<q2>['\"])[^:'\"\\\n]*:(?P<secret>{_repr_body('q2')}))",
+        ("-u",),
+    ),
+    # Tokens that carry no name are secret_shapes'; these two span what a token shape cannot:
+    # a JWT's three parts and a PEM block's lines.
+    (r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", ("eyj",)),
+    (
+        r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|$)",
+        ("private key",),
+    ),
 )
+# The patterns above, as text (a project's REDACT_PATTERNS adds to them and to secret_shapes').
+DEFAULT_PATTERNS: tuple[str, ...] = tuple(pattern for pattern, _ in _RULES)
 
 
 @functools.cache
-def _compiled(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in patterns)
+def _compiled(patterns: tuple[str, ...]) -> tuple[Shape, ...]:
+    """Ours, secret_shapes', then the project's ``patterns`` (always run): compiled once."""
+    return (
+        *(Shape(re.compile(pattern), markers) for pattern, markers in _RULES),
+        *secret_shapes.shapes(),
+        *(Shape(re.compile(pattern)) for pattern in patterns),
+    )
 
 
 def _spans(match: re.Match[str]) -> Iterator[tuple[int, int]]:
@@ -179,8 +225,9 @@ def redact(text: str, patterns: Iterable[str] = ()) -> str:
     if len(text) > _SCAN_MAX:
         # Drop the last, possibly cut, word too: half a secret matches no pattern.
         text = text[:_SCAN_MAX].rsplit(maxsplit=1)[0] if text[:_SCAN_MAX].split() else ""
-    compiled = _compiled((*DEFAULT_PATTERNS, *patterns))
-    return _hidden(text, (span for p in compiled for m in p.finditer(text) for span in _spans(m)))
+    lowered = text.lower()
+    shapes = [s.pattern for s in _compiled(tuple(patterns)) if s.applies(lowered)]
+    return _hidden(text, (span for p in shapes for m in p.finditer(text) for span in _spans(m)))
 
 
 def shown_json(value: object, patterns: Iterable[str] = ()) -> str:
