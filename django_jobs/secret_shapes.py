@@ -15,9 +15,14 @@ Two things keep every shape cheap on every stored error and log line:
 
 1. each shape names *markers*, lower-case text any match contains; a shape whose markers are
    all absent from the text is not run (one substring search instead of a regex scan);
-2. each token shape starts only where a token starts (no letter or digit before it) and then
+2. each token shape begins with its literal prefix (``AIza``, ``xox``), so the regex engine
+   jumps from one occurrence of the prefix to the next instead of trying every position, and
    runs to the end of the token, so a token longer than its provider's documented length is
-   hidden whole, and a run of near misses costs one attempt per run, not one per character.
+   hidden whole. A shape may match inside a longer word: that errs towards hiding. None of
+   them backtracks over a run of near misses (a hostile 64 KiB message per shape is tested);
+   the two that would, detect-secrets' JWT and OpenAI patterns (``eyJ[...]+[.]`` on
+   ``eyJeyJeyJ...``, ``sk-[...]*T3BlbkFJ`` on ``sk-ask-ask-...``), are held to a token's
+   start.
 
 The detect-secrets patterns are imported on first use (the package costs ~0.15 s to import),
 then compiled once per process.
@@ -46,9 +51,12 @@ class Shape:
         return not self.markers or any(marker in lowered for marker in self.markers)
 
 
-# A token starts where no letter or digit is before it and runs to the end of its characters.
-_START = r"(?<![A-Za-z0-9])"
+# A token runs to the end of its characters; a pattern that would backtrack over a run of near
+# misses starts only where no letter or digit is before it (which costs the regex engine its
+# jump to the literal prefix, so only where needed).
+_START = r"(?<![A-Za-z0-9_=+/-])"
 _TAIL = r"[A-Za-z0-9_-]*+"
+_HELD_TO_START = {"JwtTokenDetector", "OpenAIDetector"}
 
 # detect-secrets plugins whose denylist holds token shapes: the plugin, which of its patterns
 # (None: all), and the markers of those patterns. Left out: its keyword, high-entropy and
@@ -77,7 +85,7 @@ _LIBRARY: tuple[tuple[str, str, tuple[int, ...] | None, tuple[str, ...]], ...] =
     ("square_oauth", "SquareOAuthDetector", None, ("sq0csp-",)),
 )
 
-# Our own: (pattern, markers). Token shapes are wrapped in _START ... _TAIL by _token().
+# Our own: (pattern, markers). Each is followed by _TAIL (_token()).
 _TOKENS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (r"AIza[0-9A-Za-z_-]{35}", ("aiza",)),  # Google API key
     (r"ya29\.[0-9A-Za-z_-]{20,}", ("ya29.",)),  # Google OAuth access token
@@ -125,8 +133,8 @@ _CONTEXTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def _token(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(rf"{_START}(?:{pattern}){_TAIL}", flags)
+def _token(pattern: str, flags: int = 0, *, held: bool = False) -> re.Pattern[str]:
+    return re.compile(rf"{_START if held else ''}(?:{pattern}){_TAIL}", flags)
 
 
 def _library() -> Iterable[Shape]:
@@ -139,7 +147,7 @@ def _library() -> Iterable[Shape]:
         for index in range(len(denylist)) if which is None else which:
             found = denylist[index]
             yield Shape(
-                _token(found.pattern, found.flags & re.IGNORECASE),
+                _token(found.pattern, found.flags & re.IGNORECASE, held=name in _HELD_TO_START),
                 markers,
                 f"detect-secrets {name}",
             )
