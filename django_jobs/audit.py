@@ -5,6 +5,11 @@ changes, the planner's misfire summaries) is recorded through :func:`record`, in
 transaction. A project that names ``DJANGO_JOBS["AUDIT_LOG"]`` receives every record there;
 otherwise records are ``AuditRecord`` rows.
 
+Arguments are kept as the pages show them: ``before`` and ``after`` (a run-now's arguments, a
+schedule's before and after a change, ...) are redacted (``safe_error.redacted_json``, with the
+project's ``REDACT_PATTERNS``) before a record is written or handed to ``AUDIT_LOG``, so a
+record, which retention never purges, holds no secret the pages would hide.
+
 Actors are either users (named, and identified by primary key, which a renamed or reused
 username cannot take over) or one of the system's own names (``django_jobs.sync``,
 ``django_jobs.planner``), which have no id.
@@ -15,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.utils.module_loading import import_string
 
 from .conf import get_settings
 from .exceptions import JobsError
 from .models import AuditRecord
+from .safe_error import redacted_json
 from .validation import printable
 
 # The system's own actors (no user id): the plan pass and automatic retention.
@@ -67,6 +73,12 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _redacted(change: Mapping[str, Any] | None, patterns: tuple[str, ...]) -> dict[str, Any]:
+    """A record's ``before`` or ``after``, JSON-ready and redacted as the pages show it."""
+    shown = redacted_json({k: _jsonable(v) for k, v in (change or {}).items()}, patterns)
+    return cast(dict[str, Any], shown)  # a dict with str keys stays one
+
+
 def entry(
     *,
     at: datetime,
@@ -83,6 +95,7 @@ def entry(
     """The fields of one audit record: the target is the schedule itself unless
     ``target_type`` and ``target_id`` name something of it (an occurrence)."""
     who = actor_of(actor)
+    patterns = get_settings().REDACT_PATTERNS
     return {
         "at": at,
         "actor": who.name,
@@ -93,8 +106,8 @@ def entry(
         "target_type": target_type,
         "target_id": target_id if target_id is not None else str(schedule_id),
         "reason": reason,
-        "before": {k: _jsonable(v) for k, v in (before or {}).items()},
-        "after": {k: _jsonable(v) for k, v in (after or {}).items()},
+        "before": _redacted(before, patterns),
+        "after": _redacted(after, patterns),
     }
 
 

@@ -225,9 +225,14 @@ def redact(text: str, patterns: Iterable[str] = ()) -> str:
     if len(text) > _SCAN_MAX:
         # Drop the last, possibly cut, word too: half a secret matches no pattern.
         text = text[:_SCAN_MAX].rsplit(maxsplit=1)[0] if text[:_SCAN_MAX].split() else ""
+    return _hidden(text, _found(text, tuple(patterns)))
+
+
+def _found(text: str, patterns: tuple[str, ...]) -> Iterator[tuple[int, int]]:
+    """The spans of ``text`` that the patterns whose markers it holds hide."""
     lowered = text.lower()
-    shapes = [s.pattern for s in _compiled(tuple(patterns)) if s.applies(lowered)]
-    return _hidden(text, (span for p in shapes for m in p.finditer(text) for span in _spans(m)))
+    shapes = [s.pattern for s in _compiled(patterns) if s.applies(lowered)]
+    return (span for p in shapes for m in p.finditer(text) for span in _spans(m))
 
 
 def shown_json(value: object, patterns: Iterable[str] = ()) -> str:
@@ -236,6 +241,60 @@ def shown_json(value: object, patterns: Iterable[str] = ()) -> str:
     patterns and ``patterns`` match hidden, as in an error message."""
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
     return redact(text, patterns)
+
+
+# A key whose value a page hides (the name rule above, applied to a whole JSON key).
+_SECRET_KEY = re.compile(rf"(?i)[\w.-]{{0,64}}?{_NAME}")
+# Deeper than this, a value is hidden whole (the walk recurses; JSON input is bounded anyway).
+_DEPTH_MAX = 100
+# What only a whole value's text shows, shorter than this, is not looked for in its strings.
+_PIECE_MIN = 8
+
+
+def redacted_json(value: object, patterns: Iterable[str] = ()) -> object:
+    """A JSON value (a job's arguments, an audit record's before and after) with what
+    :func:`shown_json` hides hidden, kept as JSON for a record that stores it:
+
+    1. a value under a key named for a secret (``api_token``, ``"password"``) becomes
+       ``[redacted]``, whatever its type;
+    2. every other string, keys included, is redacted as text (secret shapes, URLs, ...);
+    3. the whole value is read as :func:`shown_json` reads it, and a secret only the whole
+       shows (an AWS secret in one field beside its key id in another) is hidden in every
+       string that holds it."""
+    patterns = tuple(patterns)
+    walked = _walk(value, patterns, 0)
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    pieces = {text[lo:hi] for lo, hi in _found(text, patterns)}
+    pieces = {p for p in pieces if len(p) >= _PIECE_MIN and REDACTED not in p}
+    return _hide_pieces(walked, pieces) if pieces else walked
+
+
+def _walk(value: object, patterns: tuple[str, ...], depth: int) -> object:
+    if depth > _DEPTH_MAX:
+        return REDACTED
+    if isinstance(value, dict):
+        return {
+            redact(str(key), patterns): REDACTED
+            if _SECRET_KEY.fullmatch(str(key))
+            else _walk(item, patterns, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_walk(item, patterns, depth + 1) for item in value]
+    if isinstance(value, str):
+        return redact(value, patterns)
+    return value
+
+
+def _hide_pieces(value: object, pieces: set[str]) -> object:
+    if isinstance(value, dict):
+        return {key: _hide_pieces(item, pieces) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_hide_pieces(item, pieces) for item in value]
+    if isinstance(value, str):
+        for piece in pieces:
+            value = value.replace(piece, REDACTED)
+    return value
 
 
 @dataclass(frozen=True)
