@@ -68,7 +68,11 @@ def test_purge_of_a_schedule_with_steps_deletes_them_and_leaves_no_orphans(root,
     kept = set(Occurrence.objects.values_list("id", flat=True))
     assert set(Step.objects.values_list("occurrence_id", flat=True)) == kept
     assert set(Attempt.objects.values_list("occurrence_id", flat=True)) == kept
-    assert AuditRecord.objects.get(action="purge").after == {"deleted": 3}
+    assert AuditRecord.objects.get(action="purge").after == {
+        "deleted": 3,
+        "keep_for": None,
+        "keep_last": 2,
+    }
 
 
 @pytest.mark.django_db(transaction=True)  # the refusal comes at commit (deferred foreign keys)

@@ -152,7 +152,11 @@ def test_purge_by_retention_limit_is_audited(admin):
     plan(schedule, T0, T0 + timedelta(minutes=1), now=T0)
     store.complete(claim("w", T0 + timedelta(minutes=1), limit=2), now=T0 + timedelta(minutes=1))
     assert services.purge(schedule, actor=admin, now=T0 + timedelta(days=1)) == 1
-    assert AuditRecord.objects.get(action="purge").after == {"deleted": 1}
+    assert AuditRecord.objects.get(action="purge").after == {
+        "deleted": 1,
+        "keep_for": None,
+        "keep_last": 1,
+    }
 
 
 @override_settings(DJANGO_JOBS={"AUDIT_LOG": "tests.test_services.project_audit_log"})

@@ -20,7 +20,7 @@ from uuid import UUID, uuid4
 
 from django.db import IntegrityError, transaction
 
-from .. import runbooks, store
+from .. import audit, runbooks, store
 from ..clock import ensure_aware_utc, later
 from ..declarations import TENANT_PATTERN
 from ..exceptions import JobsError
@@ -36,6 +36,8 @@ from .timeline import now as timeline_now
 # start with ``@`` (letters, digits and . _ : / -, starting with a letter or digit).
 POLICY_KEY_PREFIX = "@"
 KEY_MAX_CHARS = 200
+# Who the audit record of a policy record's creation names: the first enqueue made it.
+ENQUEUE_ACTOR = "django_jobs.enqueue"
 
 
 def policy_key(job: str) -> str:
@@ -175,6 +177,15 @@ def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) ->
                 **handler.policy_record_fields,
             )
             Limit.objects.create(schedule=record, **handler.policies.limit)
+            audit.record(  # with its retention, as every schedule's creation is recorded
+                at=now,
+                actor=ENQUEUE_ACTOR,
+                action="schedule.created",
+                tenant=tenant,
+                schedule_id=record.pk,
+                reason=f"the first enqueue of job {handler.name!r} in this tenant",
+                after={**handler.policy_record_fields, **handler.policies.limit},
+            )
             runbooks.write(record)  # inspect, replay, disable: as every active record has
     except IntegrityError:
         if not Schedule.objects.filter(tenant=tenant, key=policy_key(handler.name)).exists():

@@ -19,6 +19,7 @@ from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
 from ..safe_error import loggable
 from ..validation import arguments, need_reason
+from .limits import retention_of
 from .one_offs import plan_late_one_offs
 from .rows import locked, need_same_tenant, occurrence_row, record, shown
 from .schedules import PARKED_FIELDS, unpark
@@ -206,8 +207,10 @@ def cancel(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) ->
 
 def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
     """Delete the schedule's finished occurrences beyond its retention Limit now, with their
-    attempts and steps, in batches, all in one transaction with its audit record. The
-    schedule is the row ``schedule``'s primary key names, locked and checked here.
+    attempts and steps, in batches, all in one transaction with its audit record, which
+    names the Limit applied (``keep_for``, ``keep_last``: the ``schedule.retention_changed``
+    record that set it says who and why). The schedule is the row ``schedule``'s primary
+    key names, locked and checked here.
 
     All or nothing: if the database refuses (a project table still references an
     occurrence, say), nothing is deleted, a ``purge.failed`` audit record says so in a
@@ -228,7 +231,7 @@ def purge(schedule: Schedule, *, actor: Any, now: datetime) -> int:
                 actor=actor,
                 action="purge",
                 reason="retention Limit",
-                after={"deleted": deleted},
+                after={"deleted": deleted, **retention_of(row)},
             )
     except DatabaseError as exc:
         if checked is None:  # refused before any permission was established: nothing to say

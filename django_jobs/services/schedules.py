@@ -3,7 +3,8 @@ a record change it shares with ``sync`` (which writes declared ones as a set).
 
 An upsert writes the record, its retention Limit and its runbooks, and audits every change
 (a timing change as ``schedule.timing_changed``, one of the arguments alone as
-``schedule.arguments_changed``, a revival as ``schedule.revived``).
+``schedule.arguments_changed``, a revival as ``schedule.revived``, the retention as
+``schedule.retention_changed``; a new record's ``schedule.created`` includes its retention).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..models import Limit, Origin, Schedule, ScheduleStatus
 from ..registry import registry
 from ..scheduling.timings import After
 from ..validation import need_reason
+from .limits import set_limit
 from .one_offs import plan_late_one_offs
 from .rows import first_due, need_user, record
 
@@ -89,15 +91,16 @@ def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> 
     )
     schedule.next_due_at = first_due(schedule, now=write.now)  # no plan pass before then
     schedule.save(force_insert=True)
+    retention = declaration.limit_fields()
     record(
         schedule,
         now=write.now,
         actor=write.actor,
         action="schedule.created",
         reason=write.reason,
-        after=fields,
+        after={**fields, **retention},
     )
-    _set_limit(schedule, declaration)
+    Limit.objects.create(schedule=schedule, **retention)
     plan_late_one_offs([schedule], now=write.now)  # created after its instant
     return _Upserted(schedule, "created", runbooks.write(schedule))
 
@@ -108,7 +111,13 @@ def _update(
     changed = {k: v for k, v in fields.items() if getattr(existing, k) != v}
     if existing.origin != write.origin:
         changed["origin"] = write.origin
-    limit_changed = _set_limit(existing, declaration)
+    limit_changed = set_limit(
+        existing,
+        declaration.limit_fields(),
+        now=write.now,
+        actor=write.actor,
+        reason=write.reason,
+    )
     if not changed:
         written = runbooks.write(existing)
         return _Upserted(existing, "updated" if limit_changed else "unchanged", written)
@@ -169,15 +178,6 @@ def change_action(before: dict[str, Any], changed: dict[str, Any]) -> str:
     if any(k in TIMING_FIELDS for k in changed):
         return "schedule.timing_changed"
     return "schedule.arguments_changed" if "args" in changed else "schedule.changed"
-
-
-def _set_limit(schedule: Schedule, declaration: Declaration) -> bool:
-    wanted = declaration.limit_fields()
-    limit = Limit.objects.filter(schedule=schedule).first()
-    if limit and all(getattr(limit, k) == v for k, v in wanted.items()):
-        return False
-    Limit.objects.update_or_create(schedule=schedule, defaults=wanted)
-    return True
 
 
 def upsert_schedule(

@@ -5,8 +5,8 @@ statements, whatever their number.
    and their runbooks (three queries).
 2. Compare in Python: new, changed, unchanged, no longer declared.
 3. Write in bulk: new records with their Limits, runbooks and audit; changed records (locked
-   first, ``FOR NO KEY UPDATE``, and compared again on the locked version); records no longer
-   declared retired.
+   first, ``FOR NO KEY UPDATE``, and compared again on the locked version); changed Limits,
+   each audited ``schedule.retention_changed``; records no longer declared retired.
 
 Only rows that change are locked, and only for the sync's own short transaction: an
 unchanged sync writes no schedule row and locks none, so it never keeps a claim or a plan
@@ -37,6 +37,7 @@ from ..exceptions import UnknownJob
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..registry import registry
 from ..scheduling.timings import After, At
+from . import limits
 from .one_offs import plan_late_one_offs
 from .rows import first_due
 from .schedules import change_action, outdates_planned, unpark
@@ -179,7 +180,7 @@ def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
     kept = [(d, records[(d.tenant, d.key)]) for d in live if (d.tenant, d.key) in records]
     created = _create(fresh, sync)
     changed = _update(kept, sync)
-    limited = _set_limits(kept)
+    limited = _set_limits(kept, sync)
     stale = _write_runbooks([s for _, s in kept])
     declared = {(d.tenant, d.key) for d in live}
     report.retired = _retire(
@@ -222,9 +223,14 @@ def _align_policy_records(sync: _Sync) -> list[str]:
                 after={k: v for k, v in wanted.items() if before[k] != v},
             )
             changed.append(str(record))
-        kept = getattr(record, "limit", None)
-        if kept is None or {name: getattr(kept, name) for name in limit} != limit:
-            Limit.objects.update_or_create(schedule=record, defaults=limit)
+        if limits.retention(getattr(record, "limit", None)) != limit:
+            limits.set_limit(
+                record,
+                limit,
+                now=sync.now,
+                actor=sync.actor,
+                reason=f"the @job({handler.name!r}) retention of this release ({sync.by})",
+            )
     return changed
 
 
@@ -248,8 +254,8 @@ def _fields(declaration: Declaration, created_at: datetime) -> dict[str, Any]:
 
 
 def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
-    """New records with their Limits, runbooks and ``schedule.created`` audit records, each
-    kind copied in with one statement."""
+    """New records with their Limits, runbooks and ``schedule.created`` audit records (their
+    retention included), each kind copied in with one statement."""
     made = {}
     for declaration, pk in zip(
         declarations, store.reserve_schedule_ids(len(declarations)), strict=True
@@ -274,7 +280,10 @@ def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
         ]
     )
     audit.record_all(
-        [_entry(s, sync, "schedule.created", after=_fields(d, sync.now)) for d, s in made.items()],
+        [
+            _entry(s, sync, "schedule.created", after={**_fields(d, sync.now), **d.limit_fields()})
+            for d, s in made.items()
+        ],
         insert=store.copy_in,
     )
     plan_late_one_offs(made.values(), now=sync.now)  # a deploy that landed after an instant
@@ -350,25 +359,33 @@ def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan
     return columns
 
 
-def _set_limits(kept: list[tuple[Declaration, Schedule]]) -> set[int]:
-    """Bring the Limits of existing records to their declarations; return the primary keys
-    of the schedules whose Limit was written."""
+def _set_limits(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
+    """Bring the Limits of existing records to their declarations, each one written audited
+    ``schedule.retention_changed`` with what it kept before; return the primary keys of the
+    schedules whose Limit was written (one read of them all; syncs are serialised)."""
     have = {
-        sid: (keep_for, keep_last, pk)
-        for pk, sid, keep_for, keep_last in Limit.objects.filter(
-            schedule_id__in=[s.pk for _, s in kept]
-        ).values_list("pk", "schedule_id", "keep_for", "keep_last")
+        limit.schedule_id: limit
+        for limit in Limit.objects.filter(schedule_id__in=[s.pk for _, s in kept])
     }
-    missing, stale = [], []
+    missing, stale, entries = [], [], []
     for declaration, schedule in kept:
         wanted = declaration.limit_fields()
         row = have.get(schedule.pk)
+        before = limits.retention(row)
+        if before == wanted:
+            continue
         if row is None:
             missing.append(Limit(schedule=schedule, **wanted))
-        elif row[:2] != (wanted["keep_for"], wanted["keep_last"]):
-            stale.append(Limit(pk=row[2], schedule=schedule, **wanted))
+        else:
+            stale.append(Limit(pk=row.pk, schedule=schedule, **wanted))
+        entries.append(
+            limits.changed(
+                schedule, before=before, after=wanted, at=sync.now, actor=sync.actor, reason=REASON
+            )
+        )
     Limit.objects.bulk_create(missing, batch_size=BATCH)
     Limit.objects.bulk_update(stale, ["keep_for", "keep_last"], batch_size=BATCH)
+    audit.record_all(entries, insert=store.copy_in)
     return {limit.schedule_id for limit in missing + stale}
 
 
