@@ -3,12 +3,43 @@
 Each names the exact interface that performs it and what happens to an occurrence already
 claimed. ``jobs sync`` (and every run-time schedule change) writes them as ``Runbook`` rows;
 ``manage.py jobs runbooks`` exports them as markdown. None of them writes the tables directly.
+
+The export is read where markdown is rendered (a wiki, a repository, a chat), so no text of a
+record becomes markup there: owners, reasons and the runbook texts are escaped (HTML's
+``<``, ``>``, ``&`` as entities, markdown's punctuation with a backslash, one line each), and
+commands and rules are code spans whose fence no backtick inside them can close.
 """
 
 from __future__ import annotations
 
+import html
+import re
+
 from .models import Runbook, RunbookKind, Schedule
 from .scheduling.timings import is_utc
+
+# Punctuation that starts markdown's inline syntax (code, emphasis, links and images,
+# strikethrough, tables, headings): escaped with a backslash in a record's own text. An
+# underscore inside a word (``America/New_York``, ``LEASE_SECONDS``) is never emphasis in
+# CommonMark, so it is left as it is.
+_MARKUP = re.compile(r"([\\`*\[\]~!|#]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _text(value: object) -> str:
+    """``value`` as literal markdown text on one line: never a tag, a script, a link or
+    emphasis where the export is rendered, whoever wrote the record's owner or reason."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return _MARKUP.sub(r"\\\1", text)
+
+
+def _code(value: object) -> str:
+    """``value`` as a markdown code span on one line (a span's text is never markup): its
+    fence is longer than any run of backticks inside, so none of them closes it."""
+    text = " ".join(str(value).split())
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if not text or text[0] == "`" or text[-1] == "`" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _target(schedule: Schedule) -> str:
@@ -96,39 +127,41 @@ def write(schedule: Schedule) -> int:
 
 
 def markdown(schedule: Schedule) -> str:
-    """The schedule's runbook records as a markdown section."""
+    """The schedule's runbook records as a markdown section, every text of the record escaped
+    (see the module)."""
     lines = [
-        f"## {schedule}",
+        f"## {_text(schedule)}",
         "",
-        f"Job `{schedule.job}`, owned by {schedule.operating_owner} "
-        f"(record: {schedule.record_owner}).",
+        f"Job {_code(schedule.job)}, owned by {_text(schedule.operating_owner)} "
+        f"(record: {_text(schedule.record_owner)}).",
         "",
     ]
     if schedule.timing_kind == "rrule":
         lines[-1:-1] = [
             "",
-            f"Calendar rule `{schedule.rrule}`"
+            f"Calendar rule {_code(schedule.rrule)}"
             + (
-                f"; an occurrence on an excluded date: `{schedule.on_excluded}`"
+                f"; an occurrence on an excluded date: {_code(schedule.on_excluded)}"
                 if schedule.calendar
                 else ""
             )
             + " (the rule in words: `manage.py jobs inspect`).",
         ]
     if schedule.timing_kind in ("cron", "rrule") and not is_utc(schedule.time_zone):
+        reason = schedule.zone_reason or "(no reason recorded)"
         lines[-1:-1] = [
             "",
-            f"Business-local: runs in {schedule.time_zone}, because "
-            f"{schedule.zone_reason or '(no reason recorded)'}. A local time that does not exist "
-            f"is `{schedule.skipped_time}`; one that occurs twice is `{schedule.repeated_time}`.",
+            f"Business-local: runs in {_text(schedule.time_zone)}, because {_text(reason)}. A "
+            f"local time that does not exist is {_code(schedule.skipped_time)}; one that occurs "
+            f"twice is {_code(schedule.repeated_time)}.",
         ]
     for runbook in schedule.runbooks.order_by("kind"):
         lines += [
-            f"### {runbook.get_kind_display()}",
+            f"### {_text(runbook.get_kind_display())}",
             "",
-            f"- Interface: `{runbook.interface}`",
-            f"- Already claimed occurrence: {runbook.claimed_occurrence_effect}",
-            f"- Verify: {runbook.verification}",
+            f"- Interface: {_code(runbook.interface)}",
+            f"- Already claimed occurrence: {_text(runbook.claimed_occurrence_effect)}",
+            f"- Verify: {_text(runbook.verification)}",
             "",
         ]
     return "\n".join(lines)
