@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import display_for_value
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
@@ -28,9 +27,9 @@ from .admin_base import (
     confirmed_action,
     redacted,
 )
+from .admin_instants import ShowsInstantsInUtc, utc_text
 from .admin_lists import (
-    EstimatedCountPaginator,
-    EstimatingChangeList,
+    AuditActionFilter,
     ScheduledFilter,
     ScheduleFilter,
     TenantFilter,
@@ -45,7 +44,7 @@ from .scheduling import rrules
 AUDIT_ON_SCHEDULE_PAGE = 20
 
 
-class AttemptInline(admin.TabularInline):  # type: ignore[type-arg]
+class AttemptInline(ShowsInstantsInUtc, admin.TabularInline):  # type: ignore[type-arg]
     model = Attempt
     fields = [
         "number",
@@ -167,17 +166,13 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
     @admin.display(description="last started at")
     def last_started(self, obj: Any) -> str:
         """The latest start of an occurrence of it (``services.with_recovery_points``), shown
-        as the page shows its other instants."""
-        return display_for_value(
-            getattr(obj, "last_started_at", None), self.get_empty_value_display()
-        )
+        as the page shows its other instants (in UTC)."""
+        return utc_text(getattr(obj, "last_started_at", None))
 
     @admin.display(description="last completed at")
     def last_completed(self, obj: Any) -> str:
         """The latest completion of an occurrence of it."""
-        return display_for_value(
-            getattr(obj, "last_completed_at", None), self.get_empty_value_display()
-        )
+        return utc_text(getattr(obj, "last_completed_at", None))
 
     @admin.display(description="calendar rule in words")
     def rule_in_words(self, obj: Schedule) -> str:
@@ -290,18 +285,14 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
     ordering = ["-scheduled_at", "-id"]
     # Sorting by another column would sort the whole table.
     sortable_by = ["scheduled_at"]
-    paginator = EstimatedCountPaginator
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER  # a facet is a count per choice over the rows
+    # Any range of scheduled instants (docs/operations.md): one range of its index.
+    declared_lookups = ("scheduled_at__gte", "scheduled_at__lt")
     inlines = [AttemptInline]
     actions = ["replay", "cancel"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # Always true, and what lets the list walk the indexes made for it (NEWEST_FIRST_GUARD).
         return super().get_queryset(request).filter(NEWEST_FIRST_GUARD)
-
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[EstimatingChangeList]:
-        return EstimatingChangeList
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any], search_term: str
@@ -365,12 +356,13 @@ class AuditRecordAdmin(GuardedAdmin):
         "target_id",
         "reason",
     ]
-    list_filter = ["action", "tenant"]
+    # Neither reads the never-purged table for its choices (a DISTINCT per filter did).
+    list_filter = [AuditActionFilter, TenantFilter]
+    # One schedule's records: the link on each schedule's page (index django_jobs_audit_schedule).
+    declared_lookups = ("schedule_id__exact",)
     search_fields = ["actor", "reason", "target_id"]
     ordering = ["-at", "-id"]
     list_per_page = 100
-    # A filtered list would also count the whole table at every load ("N of M"): it does not.
-    show_full_result_count = False
     exclude = ["before", "after"]  # shown redacted instead: ``before_shown``, ``after_shown``
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:

@@ -18,6 +18,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from . import permissions
+from .admin_instants import ShowsInstantsInUtc
+from .admin_lists import BoundedChangeList, EstimatedCountPaginator, lookup_declared
 from .conf import get_settings
 from .exceptions import JobsError
 from .models import Occurrence, Schedule
@@ -101,9 +103,29 @@ def confirmed_action(
     return TemplateResponse(request, "admin/django_jobs/confirm_action.html", context)
 
 
-class GuardedAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Refuses, with a message, what would otherwise reach the database and fail there: a
-    selected id that is not one (``abc``, ``1 OR 1=1``), a NUL byte in a list filter."""
+class GuardedAdmin(ShowsInstantsInUtc, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Every django_jobs ModelAdmin. Refuses, with a message, what would otherwise reach the
+    database and fail there: a selected id that is not one (``abc``, ``1 OR 1=1``), a NUL byte
+    in a list filter. Its list takes only its declared filters' parameters, anything else a
+    400 (``admin_lists.BoundedChangeList``), and is never counted whole
+    (``EstimatedCountPaginator``, no full count, no facet counts). Every instant is shown in
+    UTC (``admin_instants``)."""
+
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER  # a facet is a count per choice over the rows
+    # Query-string lookups a list takes besides its filters' own parameters: those a page
+    # links to (``?schedule_id__exact=``) or the docs name. Never one on a field a page shows
+    # redacted, nor an unindexed one.
+    declared_lookups: ClassVar[tuple[str, ...]] = ()
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[BoundedChangeList]:
+        return BoundedChangeList
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        """Only a declared filter's parameter (Django allows any lookup on the model's own
+        fields: ``?args__api_token__startswith=a`` read a redacted value back)."""
+        return lookup_declared(self, lookup, request)
 
     def response_action(  # Django 6 adds an argument: passed on
         self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any

@@ -1,14 +1,23 @@
-"""The occurrences list at ten million rows: filters, search and a count that stay cheap.
+"""The admin's lists at ten million rows: filters, search and a count that stay cheap, and a
+query string that can ask only what the list's filters ask.
 
-Django's defaults each read the whole occurrence table on every page at that size: the exact
+Django's defaults each read the whole table on every page at that size: the exact
 ``COUNT(*)`` of the paginator, a ``SELECT DISTINCT`` per field filter whose choices come from
-the rows (``tenant``), ``date_hierarchy``'s ``dates()`` aggregates, and a search that casts
-every id to text. Here instead:
+the rows (an occurrence's ``tenant``, an audit record's ``action`` and ``tenant``),
+``date_hierarchy``'s ``dates()`` aggregates, and a search that casts every id to text. And a
+ChangeList applies any lookup on the model's own fields that the query string names
+(``?args__api_token__startswith=a``): a page that shows a value redacted would confirm it one
+character at a time, and an unindexed lookup scans the table. Here instead:
 
-- the count is PostgreSQL's estimate (``EXPLAIN``) when that is large, shown as "about N",
-  and exact (bounded) when it is small: ``EstimatedCountPaginator``, ``EstimatingChangeList``;
+- every list's count is PostgreSQL's estimate (``EXPLAIN``) when that is large, shown as
+  "about N", and exact (bounded) when it is small: ``EstimatedCountPaginator``,
+  ``BoundedChangeList``;
+- a list takes only the parameters of its declared filters (and ``declared_lookups``, the
+  few a page links to); anything else is refused with a 400 (``lookup_declared``,
+  ``BoundedChangeList``);
 - tenants and schedules are listed from the schedules the user may see, never from the rows:
-  ``TenantFilter``, ``ScheduleFilter``;
+  ``TenantFilter``, ``ScheduleFilter``; an audit record's actions from the newest records, a
+  bounded read: ``AuditActionFilter``;
 - dates are ranges relative to now (``ScheduledFilter``), each one index range;
 - a search is an exact id, or schedules whose key matches: ``search_occurrences``.
 """
@@ -21,6 +30,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
+from django.contrib.admin.filters import SimpleListFilter
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
@@ -36,12 +47,20 @@ EXACT_COUNT_BELOW = 10_000
 # A schedule filter lists at most this many schedules; beyond it, a schedule is chosen by its
 # link (``?schedule__id__exact=<id>``) or by searching its key.
 SCHEDULE_CHOICES = 50
+# A tenant filter lists at most this many tenants (in order); another is chosen by its URL.
+TENANT_CHOICES = 100
+# The audit list's action filter offers the actions of at most this many of the newest records
+# the user may see: a bounded read of the newest-first index, never a DISTINCT over the table.
+AUDIT_ACTION_SAMPLE = 1000
 
 
 def planned_rows(queryset: QuerySet[Any]) -> int:
     """How many rows PostgreSQL's planner expects ``queryset`` to return (its ``EXPLAIN``):
     no row is read."""
-    plan = json.loads(queryset.order_by().explain(format="json"))
+    text = queryset.order_by().explain(format="json")
+    if not text:  # a query Django knows matches nothing (an id beyond bigint) is not run
+        return 0
+    plan = json.loads(text)
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
@@ -67,11 +86,46 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
         return exact
 
 
-class EstimatingChangeList(ChangeList):
-    """A changelist that says when its count is an estimate (``count_estimated``), and makes
-    it exact when the page shows the end of the list (fewer rows than a page)."""
+def lookup_declared(model_admin: Any, lookup: str, request: HttpRequest | None) -> bool:
+    """Whether a list's query string may carry ``lookup``: a ``SimpleListFilter``'s
+    parameter, one of the admin's ``declared_lookups``, or a lookup on a field a field filter
+    names (``status__exact``, ``tenant``). ``BoundedChangeList`` then refuses what no filter took
+    (``status__regex``): this is the first gate, that one the exact one."""
+    if lookup in getattr(model_admin, "declared_lookups", ()):
+        return True
+    for item in model_admin.get_list_filter(request):
+        if isinstance(item, type) and issubclass(item, SimpleListFilter):
+            if lookup == item.parameter_name:
+                return True
+            continue
+        path = item[0] if isinstance(item, list | tuple) else item
+        if isinstance(path, str) and (lookup == path or lookup.startswith(f"{path}__")):
+            return True
+    return False
+
+
+class BoundedChangeList(ChangeList):
+    """Every django_jobs list: its query string filters only through its declared filters,
+    and its count says when it is an estimate (``count_estimated``), made exact when the page
+    shows the end of the list (fewer rows than a page).
+
+    A parameter that none of the list's filters took, and that is none of the admin's
+    ``declared_lookups``, is refused: ``DisallowedModelAdminLookup``, a
+    ``SuspiciousOperation``, which Django answers with a 400. Django itself would apply it as
+    a lookup on the model's own fields."""
 
     count_estimated = False
+
+    def get_filters(self, request: HttpRequest) -> Any:
+        specs, has_filters, remaining, duplicates, active = super().get_filters(request)
+        declared = getattr(self.model_admin, "declared_lookups", ())
+        undeclared = sorted(key for key in remaining if key not in declared)
+        if undeclared:
+            raise DisallowedModelAdminLookup(
+                f"{self.opts.verbose_name_plural}: filtering by {undeclared[0][:80]!r} is not "
+                "allowed: not a filter of this list"
+            )
+        return specs, has_filters, remaining, duplicates, active
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
@@ -90,19 +144,23 @@ class EstimatingChangeList(ChangeList):
 
 class TenantFilter(admin.SimpleListFilter):
     """The tenants of the schedules the user may see (the schedule table, never a DISTINCT
-    over occurrences); the occurrences' own ``tenant`` column is filtered."""
+    over occurrences or audit records), at most ``TENANT_CHOICES`` and the one chosen; the
+    rows' own ``tenant`` column is filtered."""
 
     title = "tenant"
     parameter_name = "tenant"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        tenants = (
+        tenants = list(
             permissions.visible(request.user)
             .exclude(tenant="")
             .order_by("tenant")
             .values_list("tenant", flat=True)
-            .distinct()
+            .distinct()[:TENANT_CHOICES]
         )
+        chosen = self.value()
+        if chosen and chosen not in tenants:
+            tenants.append(chosen)
         return [(tenant, tenant) for tenant in tenants]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -140,6 +198,27 @@ class ScheduleFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         chosen = self.chosen()
         return queryset if chosen is None else queryset.filter(schedule_id=chosen)
+
+
+class AuditActionFilter(admin.SimpleListFilter):
+    """An audit record's action: those of the newest ``AUDIT_ACTION_SAMPLE`` records the user
+    may see (and the one chosen), read in the order of the newest-first index; any action
+    can be asked for by URL (``?action=purge``)."""
+
+    title = "action"
+    parameter_name = "action"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        newest = model_admin.get_queryset(request).values_list("action", flat=True)
+        actions = set(newest[:AUDIT_ACTION_SAMPLE])
+        chosen = self.value()
+        if chosen:
+            actions.add(chosen)
+        return [(action, action) for action in sorted(actions)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(action=value) if value else queryset
 
 
 def _day_start(at: datetime) -> datetime:
