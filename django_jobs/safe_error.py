@@ -184,13 +184,15 @@ DEFAULT_PATTERNS: tuple[str, ...] = tuple(pattern for pattern, _ in _RULES)
 
 
 @functools.cache
-def _compiled(patterns: tuple[str, ...]) -> tuple[Shape, ...]:
-    """Ours, secret_shapes', then the project's ``patterns`` (always run): compiled once."""
-    return (
+def _compiled(patterns: tuple[str, ...]) -> tuple[tuple[Shape, ...], frozenset[str]]:
+    """Ours, secret_shapes', then the project's ``patterns`` (always run), compiled once;
+    and every marker among them."""
+    shapes = (
         *(Shape(re.compile(pattern), markers) for pattern, markers in _RULES),
         *secret_shapes.shapes(),
         *(Shape(re.compile(pattern)) for pattern in patterns),
     )
+    return shapes, frozenset(marker for shape in shapes for marker in shape.markers)
 
 
 def _spans(match: re.Match[str]) -> Iterator[tuple[int, int]]:
@@ -230,9 +232,12 @@ def redact(text: str, patterns: Iterable[str] = ()) -> str:
 
 def _found(text: str, patterns: tuple[str, ...]) -> Iterator[tuple[int, int]]:
     """The spans of ``text`` that the patterns whose markers it holds hide."""
+    every, markers = _compiled(patterns)
     lowered = text.lower()
-    shapes = [s.pattern for s in _compiled(patterns) if s.applies(lowered)]
-    return (span for p in shapes for m in p.finditer(text) for span in _spans(m))
+    # Each marker is looked for once, not once per shape that names it.
+    present = {marker for marker in markers if marker in lowered}
+    shapes = [s for s in every if not s.markers or not present.isdisjoint(s.markers)]
+    return (span for s in shapes for m in s.pattern.finditer(text) for span in _spans(m))
 
 
 def shown_json(value: object, patterns: Iterable[str] = ()) -> str:
@@ -258,13 +263,17 @@ def redacted_json(value: object, patterns: Iterable[str] = ()) -> object:
     1. a value under a key named for a secret (``api_token``, ``"password"``) becomes
        ``[redacted]``, whatever its type;
     2. every other string, keys included, is redacted as text (secret shapes, URLs, ...);
-    3. the whole value is read as :func:`shown_json` reads it, and a secret only the whole
+    3. the whole value is read as :func:`shown_json` reads it (if it finds nothing, the value
+       is returned as it is, without steps 1 and 2), and a secret only the whole
        shows (an AWS secret in one field beside its key id in another) is hidden in every
        string that holds it."""
     patterns = tuple(patterns)
-    walked = _walk(value, patterns, 0)
     text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    pieces = {text[lo:hi] for lo, hi in _found(text, patterns)}
+    found = list(_found(text, patterns))
+    if not found:  # nothing a page would hide (most records): one pass over the text
+        return value
+    walked = _walk(value, patterns, 0)
+    pieces = {text[lo:hi] for lo, hi in found}
     pieces = {p for p in pieces if len(p) >= _PIECE_MIN and REDACTED not in p}
     return _hide_pieces(walked, pieces) if pieces else walked
 
