@@ -10,6 +10,7 @@ docs/operations.md, "Metrics", lists each with its labels, meaning, query and co
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
@@ -257,11 +258,37 @@ def fleet_registry(*, close_connection: bool = False) -> CollectorRegistry:
     return registry
 
 
+def loopback(addr: str) -> bool:
+    """Whether ``addr`` is this host only (127.0.0.0/8, ::1, ``localhost``)."""
+    if addr == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(addr).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
 def serve_worker_metrics(worker: Worker, *, port: int, addr: str) -> WSGIServer:
     """Serve the fleet's metrics and ``worker``'s own on ``addr:port`` from daemon threads;
-    ``shutdown()`` and ``server_close()`` the returned server to stop."""
+    ``shutdown()`` and ``server_close()`` the returned server to stop.
+
+    The port has no authentication and no TLS (the web view has ``METRICS_TOKEN``): whoever
+    reaches it reads the fleet's counts and replica names and makes the replica query the
+    database at each request. ``runworker`` binds it to 127.0.0.1 unless told otherwise;
+    bound anywhere else it says so, ``metrics.unauthenticated``, once at start."""
     registry = fleet_registry(close_connection=True)
     registry.register(ReplicaCollector(worker))
     server, _thread = start_http_server(port, addr=addr, registry=registry)
-    log.info("metrics.serving", replica=worker.replica_id, addr=addr, port=server.server_address[1])
+    bound = server.server_address[1]
+    log.info("metrics.serving", replica=worker.replica_id, addr=addr, port=bound)
+    if not loopback(addr):
+        log.warning(
+            "metrics.unauthenticated",
+            replica=worker.replica_id,
+            addr=addr,
+            port=bound,
+            hint="anyone who reaches this address reads the metrics without authentication "
+            "and each request queries the database: firewall it to Prometheus, or bind "
+            "127.0.0.1 (the default) and scrape through the web view with METRICS_TOKEN",
+        )
     return server

@@ -50,7 +50,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--metrics-addr",
             default="127.0.0.1",
-            help="The address the metrics port listens on (default 127.0.0.1: this host only).",
+            help="The address the metrics port listens on (default 127.0.0.1: this host only). "
+            "The port has no authentication: bind another address only where just Prometheus "
+            "reaches it (0.0.0.0: every interface; logged as metrics.unauthenticated).",
         )
 
     def make_clock(self) -> clock.Clock:
