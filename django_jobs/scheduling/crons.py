@@ -17,7 +17,14 @@ from zoneinfo import ZoneInfo
 from ..clock import ensure_aware_utc
 from . import cron as cronlib
 from .policies import RepeatedTime, SkippedTime, TimingKind
-from .timing import InvalidTiming, bounds, no_rule_fields, wall_clock_fields
+from .timing import (
+    MAX_INSTANTS_PER_DAY,
+    InvalidTiming,
+    bounds,
+    check_density,
+    no_rule_fields,
+    wall_clock_fields,
+)
 from .wall_clock import WALL_MARGIN, check_wall_clock, chosen_choices, is_utc
 from .zones import gap_end, resolve, zone
 
@@ -92,11 +99,20 @@ class Cron:
         skipped, repeated, reason = check_wall_clock(
             self.zone, self.skipped, self.repeated, self.reason
         )
+        # Never over the bound (a cron's finest step is a minute), but checked like every
+        # calendar timing's, so that lowering the bound holds for crons too.
+        check_density("timing.cron", self.per_day(), "its minute and hour fields")
         object.__setattr__(self, "skipped", skipped)
         object.__setattr__(self, "repeated", repeated)
         object.__setattr__(self, "reason", reason)
         object.__setattr__(self, "_valid", True)
         return self
+
+    def per_day(self) -> int:
+        """The most wall times the expression matches on one date: its minutes times its
+        hours, counted from the fields (``cron.count``'s minutes of a day)."""
+        minutes = cronlib._minutes_of_day(self.expr)
+        return MAX_INSTANTS_PER_DAY if minutes is None else len(minutes)
 
     @property
     def local(self) -> bool:

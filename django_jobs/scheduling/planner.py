@@ -15,13 +15,16 @@ writes a hundred rows and one summary, not 259,200 rows.
 Nothing here trusts the record to be small: however long the gap and whatever the caps say
 (within their bounds, ``MAX_CATCHUP``), one call lists at most about ``max_catchup + 102``
 missed instants and ``ON_TIME_LIMIT`` on-time ones, and counts at most ``HEAD_WINDOW`` of a
-long gap; what is left is planned by the next pass.
+long gap; what is left is planned by the next pass. The pass's deadline reaches inside one
+call too (``PlanRequest.expired``, asked between chunks of ``COUNT_CHUNK``): counting a long
+gap stops there, and the next pass goes on from where it stopped. A calendar timing makes at
+most ``MAX_INSTANTS_PER_DAY`` instants a day, so a chunk is at most that many.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -38,6 +41,9 @@ MAX_CATCHUP = 10_000
 # claiming and enforcing timeouts while it catches up.
 HEAD_WINDOW = timedelta(days=31)
 ON_TIME_LIMIT = 10_000
+# How much of a gap is counted between two looks at the pass's deadline: a day, at most
+# ``timing.MAX_INSTANTS_PER_DAY`` wall times of a calendar timing (some milliseconds).
+COUNT_CHUNK = timedelta(days=1)
 _TICK = timedelta(microseconds=1)
 
 
@@ -67,6 +73,10 @@ class PlanRequest:
     # rows wait, unclaimed, until then). Overlap ``skip`` is not applied to those: whether the
     # previous run still runs is known only when they come due (the claim skips them then).
     ahead: timedelta = timedelta(0)
+    # Whether the pass's deadline has passed (the worker's monotonic budget; never, by
+    # default): asked between chunks of a long count, after the first, so a decision stops
+    # there and leaves the rest to the next pass. Injected, so this module reads no clock.
+    expired: Callable[[], bool] = field(default=lambda: False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -148,7 +158,8 @@ def plan(request: PlanRequest) -> PlanDecision:
        ``max_delay`` are missed. Only the most recent ``keep`` of them can run or get a row
        of their own, so the rest are counted, not listed (arithmetic for intervals, a sparse
        count for cron). A gap longer than ``HEAD_WINDOW`` whose missed instants would all be
-       summarised anyway is counted one window per pass (``_head_only``);
+       summarised anyway is counted one window per pass (``_head_only``), or less: counting
+       stops at the pass's deadline (``expired``), after a ``COUNT_CHUNK`` at least;
     2. instants from ``now - max_delay`` up to ``now`` are on time, at most ``ON_TIME_LIMIT``
        per pass; the rest wait for the next pass;
     3. apply the misfire policy to the missed ones, together with ``pending_missed``;
@@ -178,13 +189,15 @@ def plan(request: PlanRequest) -> PlanDecision:
     if request.ahead < timedelta(0):
         raise ValueError(f"ahead must not be negative, got {request.ahead}")
     horizon = now + request.ahead
-    if (
-        not isinstance(timing, Every)
-        and start + HEAD_WINDOW < late_before
-        and _at_least(timing, start + HEAD_WINDOW, late_before, keep)
-    ):
-        return _head_only(timing, start, start + HEAD_WINDOW, now=now)
-    missed = _missed(timing, start, late_before, keep)
+    if not isinstance(timing, Every) and start + HEAD_WINDOW < late_before:
+        # Count the head first, up to the pass's deadline; it is all skipped if at least
+        # ``keep`` missed instants follow it (counted back from ``late_before``).
+        counted = _counted(timing, start, start + HEAD_WINDOW, request.expired)
+        if _at_least(timing, counted[1], late_before, keep):
+            return _head_only(timing, start, counted, now=now)
+    missed = _missed(timing, start, late_before, keep, request.expired, now=now)
+    if isinstance(missed, PlanDecision):
+        return missed  # the deadline came while counting the gap: the rest next pass
     on_time: list[datetime] = []
     next_due, more = None, False
     for instant in timing.iter_from(max(start, late_before)):
@@ -196,7 +209,7 @@ def plan(request: PlanRequest) -> PlanDecision:
             break
         on_time.append(instant)
     upper = on_time[-1] + _TICK if more else horizon + _TICK
-    excluded = _excluded(timing, start, upper)
+    excluded = _excluded(timing, start, upper, request.expired)
     ahead = [i for i in on_time if i > now]  # in order: the last ones
     on_time = on_time[: len(on_time) - len(ahead)]
     return _decide(
@@ -204,48 +217,93 @@ def plan(request: PlanRequest) -> PlanDecision:
     )
 
 
-def _excluded(timing: Timing, start: datetime, end: datetime) -> list[datetime]:
+def _excluded(
+    timing: Timing, start: datetime, end: datetime, expired: Callable[[], bool]
+) -> list[datetime]:
     """The instants in ``[start, end)`` a business calendar takes away (an ``rrule`` with
     ``on_excluded="skip"``): recorded as skipped, reason ``excluded``, the most recent
-    ``SKIP_RECORD_CAP`` of them. Other timings exclude nothing."""
+    ``SKIP_RECORD_CAP`` of them, looked for back from ``end`` in growing windows (until the
+    pass's deadline, after the first). Other timings exclude nothing."""
     excluded_between = getattr(timing, "excluded_between", None)
-    if excluded_between is None or end <= start:
-        return []
-    found: list[datetime] = excluded_between(start, end)
+    found: list[datetime] = []
+    window, hi = COUNT_CHUNK, end
+    while excluded_between is not None and hi > start and len(found) < SKIP_RECORD_CAP:
+        lo = max(start, hi - window)
+        found = excluded_between(lo, hi) + found
+        if expired():
+            break
+        hi, window = lo, window * 2
     return found[-SKIP_RECORD_CAP:]
+
+
+def _grown(window: timedelta, covered: timedelta, found: int, count: int) -> timedelta:
+    """The next window of a search back for ``count`` instants that found ``found`` in
+    ``covered``: twice as long, but not much longer than the rate so far says is left."""
+    if not found:
+        return window * 2
+    return min(window * 2, covered * (count - found) / found + COUNT_CHUNK)
 
 
 def _at_least(timing: Timing, start: datetime, end: datetime, count: int) -> bool:
     """Whether ``[start, end)`` holds at least ``count`` instants, counting back from ``end``
     in growing windows: costs about what the most recent ``count`` instants cost."""
-    found, window, hi = 0, timedelta(days=1), end
+    found, window, hi = 0, COUNT_CHUNK, end
     while hi > start:
         lo = max(start, hi - window)
         found += timing.count_between(lo, hi)
         if found >= count:
             return True
-        hi, window = lo, window * 2
+        hi, window = lo, _grown(window, end - lo, found, count)
     return False
 
 
-def _head_only(timing: Timing, start: datetime, end: datetime, *, now: datetime) -> PlanDecision:
-    """A pass over ``[start, end)`` of a long gap whose instants are all skipped, whatever
-    the policy (at least ``keep`` missed instants follow them): summarised by count and
-    range, the recovery point moved to ``end``, and the schedule due again at once."""
-    count = timing.count_between(start, end)
+def _counted(
+    timing: Timing, start: datetime, end: datetime, expired: Callable[[], bool]
+) -> tuple[int, datetime]:
+    """The instants in ``[start, end)``, counted a ``COUNT_CHUNK`` at a time until the pass's
+    deadline (after the first chunk); the count and where it stopped (``end``: all)."""
+    count, lo = 0, start
+    while lo < end:
+        hi = min(end, lo + COUNT_CHUNK)
+        count += timing.count_between(lo, hi)
+        lo = hi
+        if expired():
+            break
+    return count, lo
+
+
+def _head_only(
+    timing: Timing, start: datetime, counted: tuple[int, datetime], *, now: datetime
+) -> PlanDecision:
+    """A pass over ``[start, reached)`` of a long gap (``counted``: how many instants it
+    holds, and ``reached``), all skipped whatever the policy (at least ``keep`` missed
+    instants follow them): summarised by count and range, the recovery point moved to
+    ``reached``, and the schedule due again at once."""
+    count, reached = counted
     summary = None
     if count:
         first = next(iter(timing.iter_from(start)))
-        last, _ = neighbours(timing, end)
+        last, _ = neighbours(timing, reached)
         assert last is not None
         summary = SkipSummary(count, first, last)
-    return PlanDecision(summary=summary, last_scheduled_at=end - _TICK, next_due_at=now, more=True)
+    return PlanDecision(
+        summary=summary, last_scheduled_at=reached - _TICK, next_due_at=now, more=True
+    )
 
 
-def _missed(timing: Timing, start: datetime, end: datetime, keep: int) -> _Missed:
+def _missed(
+    timing: Timing,
+    start: datetime,
+    end: datetime,
+    keep: int,
+    expired: Callable[[], bool],
+    *,
+    now: datetime,
+) -> _Missed | PlanDecision:
     """The missed instants ``[start, end)``: the most recent ``keep`` listed, the others
     counted (intervals arithmetically; other timings by ``count_between`` before the
-    listed tail, found counting back from ``end``)."""
+    listed tail, found counting back from ``end``). If the pass's deadline comes before the
+    count reaches the tail, the decision for what was counted (``_head_only``) instead."""
     missed = _Missed(keep)
     if end <= start:
         return missed
@@ -263,9 +321,11 @@ def _missed(timing: Timing, start: datetime, end: datetime, keep: int) -> _Misse
     while len(tail) <= keep and lo > start:
         hi, lo = lo, max(start, lo - window)
         tail = timing.between(lo, hi) + tail
-        window *= 2
+        window = _grown(window, end - lo, len(tail), keep + 1)
     if lo > start:  # more before the tail: counted
-        before = timing.count_between(start, lo)
+        before, reached = _counted(timing, start, lo, expired)
+        if reached < lo:  # all before more than ``keep`` missed ones: skipped, summarised
+            return _head_only(timing, start, (before, reached), now=now)
         if before:
             missed.add_count(before, next(iter(timing.iter_from(start))))
     for instant in tail:

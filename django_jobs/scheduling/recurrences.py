@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dateutil.rrule import rrulestr
 
-from .timing import InvalidTiming
+from .timing import InvalidTiming, check_density
 
 FIELD = "timing.rrule"
 MAX_LENGTH = 500  # the width of Schedule.rrule
@@ -82,6 +82,16 @@ class Recurrence:
             if wall >= after:
                 yield wall
 
+    def per_day(self) -> int:
+        """The most wall times the rule produces on one date, counted from its parts, never
+        by walking: BYHOUR x BYMINUTE x BYSECOND (each part as given, or as RFC 5545 takes it
+        from DTSTART: one value), every hour of the day for FREQ=HOURLY without BYHOUR.
+        BYSETPOS, INTERVAL and the date parts only ever take wall times away, so this is an
+        upper bound, and a business calendar's moves land on these same times of day."""
+        parts = self.explicit_parts
+        hours = _distinct(parts["BYHOUR"]) if "BYHOUR" in parts else 24
+        return hours * _distinct(parts["BYMINUTE"]) * _distinct(parts["BYSECOND"])
+
     def phase_start(self, after: dt.datetime) -> dt.datetime:
         """The start of the last period at or before ``after`` in the rule's phase (a whole
         number of FREQ x INTERVAL periods from DTSTART), or DTSTART itself."""
@@ -101,6 +111,10 @@ class Recurrence:
             return next(iter(probe), None) is not None
         except ValueError:  # dateutil's "empty rule" (BYHOUR unreachable at this INTERVAL)
             return False
+
+
+def _distinct(values: str) -> int:
+    return len({int(value) for value in values.split(",")})
 
 
 def _period(freq: str, moment: dt.datetime, wkst: int) -> int:
@@ -159,6 +173,7 @@ def _parse(text: str) -> Recurrence:
     implied = {k: v for k, v in _implied(parts, start).items() if k not in parts}
     explicit = ";".join(f"{k}={v}" for k, v in {**parts, **implied}.items())
     recurrence = Recurrence(normalised, freq, interval, start, until, parts, explicit)
+    check_density(FIELD, recurrence.per_day(), "BYHOUR x BYMINUTE x BYSECOND")
     try:
         produces = recurrence.produces()
     except (ValueError, TypeError) as exc:

@@ -140,7 +140,8 @@ class RRule:
 
     def count_between(self, start: dt.datetime, end: dt.datetime) -> int:
         """How many instants ``between`` would list: counted as they are produced, never
-        listed. Rules are hourly at most, so a month holds at most 744."""
+        listed. A rule makes at most ``MAX_INSTANTS_PER_DAY`` a day (``Recurrence.per_day``),
+        so a day costs at most that many wall times."""
         self.validate()
         start, end = bounds(start, end)
         return sum(1 for _ in self._instants(start, end)) if start < end else 0
@@ -156,8 +157,8 @@ class RRule:
         Empty for the other policies, which move occurrences rather than drop them."""
         self.validate()
         start, end = bounds(start, end)
-        if self.calendar is None or end <= start:
-            return []
+        if self.calendar is None or self.on_excluded != OnExcluded.SKIP or end <= start:
+            return []  # nothing excluded, or every excluded one moved: no walk
         tz = zone(self.zone)
         wall_hi = _wall(end, tz) + WALL_MARGIN
         found: set[dt.datetime] = set()

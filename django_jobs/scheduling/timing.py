@@ -24,6 +24,24 @@ class InvalidTiming(ValueError):
         self.message = message
 
 
+# The most wall times a calendar timing (``cron``, ``rrule``, with or without a business
+# calendar) may produce on one local date: cron's densest, one a minute. Those timings are
+# evaluated by walking their wall times, so a denser rule (an rrule every second: 86,400 a
+# day) would make one plan decision walk millions of them. Counted from the rule's fields,
+# never by walking; ``every()`` is counted by arithmetic and has its own bounds.
+MAX_INSTANTS_PER_DAY = 24 * 60
+
+
+def check_density(field: str, per_day: int, counted: str) -> None:
+    """``InvalidTiming`` naming ``field`` if ``per_day`` (``counted``: how) is over the bound."""
+    if per_day > MAX_INSTANTS_PER_DAY:
+        raise InvalidTiming(
+            field,
+            f"produces up to {per_day:,} instants a day ({counted}); at most "
+            f"{MAX_INSTANTS_PER_DAY:,} a day (one a minute, as cron's densest) are allowed",
+        )
+
+
 class Timing(Protocol):
     """What the planner asks of a timing (``Cron``, ``RRule``, ``Every``, ``At``, ``After``)."""
 

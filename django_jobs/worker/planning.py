@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -31,9 +31,10 @@ from .alerts import send_skipped
 log = structlog.get_logger("django_jobs.planner")
 
 
-# How long one plan pass may keep deciding schedules (each decision is bounded by the
-# planner): the schedules it did not reach stay due and go first in the next pass, and the
-# replica heartbeats, enforces timeouts and claims in between.
+# How long one plan pass may keep deciding schedules: the schedules it did not reach stay due
+# and go first in the next pass, and the replica heartbeats, enforces timeouts and claims in
+# between. The deadline reaches inside a decision too: counting a long gap stops at it
+# (``planner.PlanRequest.expired``), a day of instants after it at most.
 PASS_BUDGET_SECONDS = 0.5
 _FUTURE_SLACK = timedelta(hours=1)
 
@@ -147,6 +148,10 @@ def decide_batch(
     passes ``deadline`` (those not reached stay due: first in the next pass). No database:
     refused rows are reported in ``result`` and parked by their write."""
     decided = []
+
+    def expired() -> bool:
+        return time.monotonic() > deadline
+
     for n, schedule in enumerate(batch.schedules):
         if n and time.monotonic() > deadline:
             result.more += len(batch.schedules) - n
@@ -159,6 +164,7 @@ def decide_batch(
                 pending_missed=batch.context.missed.get(schedule.pk, ()),
                 previous_running=schedule.pk in batch.context.running,
                 ahead=ahead,
+                expired=expired,
             )
             write = to_write(schedule, decision)
         except DatabaseError:
@@ -253,8 +259,10 @@ def decide(
     pending_missed: Sequence[datetime],
     previous_running: bool,
     ahead: timedelta = timedelta(0),
+    expired: Callable[[], bool] = lambda: False,
 ) -> planner.PlanDecision:
-    """The planner's decision for one schedule: pure, given what the store said about it."""
+    """The planner's decision for one schedule: pure, given what the store said about it
+    (and, with ``expired``, whether the pass's deadline has passed: a long count stops)."""
     return planner.plan(
         planner.PlanRequest(
             timing=timings.from_record(schedule),
@@ -268,6 +276,7 @@ def decide(
             overlap=Overlap(schedule.overlap),
             previous_running=previous_running,
             ahead=ahead,
+            expired=expired,
         )
     )
 
