@@ -236,7 +236,7 @@ def test_low_priority_goes_before_higher_priority_that_came_due_later_than_the_g
         ({"tenant": "a b"}, "enqueue of job 't.send': tenant:"),
         ({"key": ""}, "enqueue of job 't.send': key: 1-200 printable characters"),
         ({"key": "k\n"}, "enqueue of job 't.send': key:"),
-        ({"at": datetime(2026, 3, 1)}, "enqueue of job 't.send': at: an aware datetime"),  # noqa: DTZ001
+        ({"at": datetime(2026, 3, 1)}, "enqueue of job 't.send': at: must be an aware"),  # noqa: DTZ001
         ({"after": timedelta(seconds=-1)}, "enqueue of job 't.send': after: a timedelta of 0"),
         (
             {"at": datetime(2026, 3, 1, tzinfo=UTC), "after": timedelta(0)},

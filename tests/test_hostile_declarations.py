@@ -347,8 +347,14 @@ def test_a_sql_looking_key_is_refused_and_no_table_is_touched() -> None:
     assert counts() == before
 
 
-def test_an_interval_of_a_century_from_year_one_is_saved_and_planned() -> None:
-    check(
-        "billing.nightly", timing=every(timedelta(days=36525), anchor=datetime(1, 1, 1, tzinfo=UTC))
-    )
-    check("billing.nightly", timing=at(datetime(9999, 12, 31, 23, 59, tzinfo=UTC)))
+def test_an_interval_of_a_century_is_saved_and_planned_and_the_calendars_ends_refused() -> None:
+    check("billing.nightly", timing=every(timedelta(days=36525)))
+    # Year 1 and year 9999 are outside the window of instants (timing.check_instant).
+    year_one = every(timedelta(days=36525), anchor=datetime(1, 1, 1, tzinfo=UTC))
+    for timing, field in (
+        (year_one, "timing.anchor"),
+        (at(datetime(9999, 12, 31, 23, 59, tzinfo=UTC)), "timing.at"),
+    ):
+        with pytest.raises(InvalidSchedule) as refused:
+            declare("billing.nightly", timing=timing)
+        assert refused.value.field == field

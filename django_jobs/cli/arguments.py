@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
+from ..scheduling.timing import instant_problem
 from ..validation import REASON_MAX_CHARS, text_problem
 
 ACTOR_HELP = (
@@ -76,6 +77,9 @@ def _instant(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"{text!r} has no UTC offset: add one (Z or +01:00), so the instant is unambiguous"
         )
+    problem = instant_problem(value)  # the window every instant a schedule names is in
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return value.astimezone(UTC)
 
 

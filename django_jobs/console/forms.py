@@ -39,7 +39,10 @@ class DurationText(forms.CharField):
         text = (super().to_python(value) or "").strip()
         if not text:
             return None
-        parsed = parse_duration(text)
+        try:
+            parsed = parse_duration(text)
+        except OverflowError:  # more days than a timedelta holds
+            parsed = None
         if parsed is None:
             raise forms.ValidationError(f"{text!r} is not a duration ({DURATION_HELP})")
         return parsed
@@ -56,7 +59,12 @@ class InstantText(forms.CharField):
             parsed = datetime.fromisoformat(text)
         except ValueError:
             raise forms.ValidationError(f"{text!r} is not an instant ({INSTANT_HELP})") from None
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+        if parsed.tzinfo is None:
+            return parsed.replace(tzinfo=UTC)
+        try:
+            return parsed.astimezone(UTC)
+        except OverflowError:  # past the calendar's ends in UTC: the timing refuses it by name
+            return parsed
 
 
 # The timings a form can give (a job's policy record, ``enqueued``, is never edited here).
@@ -77,6 +85,8 @@ _FIELD_OF = {
     "timing.repeated_time": "repeated_time",
     "timing.interval": "interval",
     "timing.anchor": "anchor",
+    "timing.at": "run_at",
+    "timing.after": "delay",
     "timing.instant": "run_at",
     "timing.run_at": "run_at",
     "timing.delay": "delay",

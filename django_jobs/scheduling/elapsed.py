@@ -12,9 +12,9 @@ from typing import Any, Self
 
 from ..clock import ensure_aware_utc
 from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
-from .timing import InvalidTiming, bounds, no_rule_fields, one_off_fields
+from .timing import InvalidTiming, bounds, check_instant, no_rule_fields, one_off_fields
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # the earliest instant a timing may name
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,7 @@ class Every:
             raise InvalidTiming(
                 "timing.interval", f"must be at most {MAX_DURATION.days} days, got {self.interval}"
             )
-        try:
-            object.__setattr__(self, "anchor", ensure_aware_utc(self.anchor, name="anchor"))
-        except (ValueError, AttributeError) as exc:
-            raise InvalidTiming("timing.anchor", str(exc)) from None
+        object.__setattr__(self, "anchor", check_instant("timing.anchor", self.anchor))
         object.__setattr__(self, "_valid", True)
         return self
 
@@ -105,10 +102,7 @@ class At:
     def validate(self) -> Self:
         if self._valid:
             return self
-        try:
-            object.__setattr__(self, "instant", ensure_aware_utc(self.instant, name="instant"))
-        except (ValueError, AttributeError) as exc:
-            raise InvalidTiming("timing.at", str(exc)) from None
+        object.__setattr__(self, "instant", check_instant("timing.at", self.instant))
         object.__setattr__(self, "_valid", True)
         return self
 
@@ -148,9 +142,14 @@ class After:
                 f"got {self.delay!r}",
             )
         if self.created_at is not None:
-            object.__setattr__(
-                self, "created_at", ensure_aware_utc(self.created_at, name="created_at")
-            )
+            created = ensure_aware_utc(self.created_at, name="created_at")
+            try:
+                check_instant("timing.after", created + self.delay)
+            except OverflowError:  # a record created at the end of the calendar
+                raise InvalidTiming(
+                    "timing.after", f"{self.delay} after {created.isoformat()} is past year 9999"
+                ) from None
+            object.__setattr__(self, "created_at", created)
         object.__setattr__(self, "_valid", True)
         return self
 

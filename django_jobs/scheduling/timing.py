@@ -1,5 +1,6 @@
 """What every timing is: the ``Timing`` protocol, the error naming a bad argument, the window
-every evaluation checks, and the ``Schedule`` record columns a timing writes.
+every evaluation checks, the window of instants anything may name (``check_instant``), and
+the ``Schedule`` record columns a timing writes.
 
 Pure: no clock, no database. The timings themselves live in ``crons``, ``rrules`` and
 ``elapsed``; ``timings`` builds them and reads them back from a record.
@@ -8,7 +9,7 @@ Pure: no clock, no database. The timings themselves live in ``crons``, ``rrules`
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol, Self
 
 from ..clock import ensure_aware_utc
@@ -40,6 +41,46 @@ def check_density(field: str, per_day: int, counted: str) -> None:
             f"produces up to {per_day:,} instants a day ({counted}); at most "
             f"{MAX_INSTANTS_PER_DAY:,} a day (one a minute, as cron's densest) are allowed",
         )
+
+
+# The instants a timing, an ``enqueue(at=)`` or a replay may name: from the Unix epoch (the
+# default anchor of ``every``) up to, not including, the start of 2200, UTC. Absolute, as
+# scheduling reads no clock: ``after()``'s longest delay (a century) from any instant before
+# 2100 lands inside. Everything a worker adds to an instant (a lease, a timeout, a backoff,
+# ``max_delay``: each at most a century) or a page subtracts (a zone's offset) then stays
+# thousands of years short of ``datetime.max``, and never reaches ``datetime.min``.
+EARLIEST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+END_OF_INSTANTS = datetime(2200, 1, 1, tzinfo=UTC)
+INSTANT_WINDOW = f"from {EARLIEST_INSTANT:%Y-%m-%d} to before {END_OF_INSTANTS:%Y-%m-%d} UTC"
+
+
+def instant_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as an instant to schedule at, or None: it must be an
+    aware ``datetime`` inside the window (``EARLIEST_INSTANT`` to before
+    ``END_OF_INSTANTS``)."""
+    if not isinstance(value, datetime):
+        return f"must be an aware datetime, got {type(value).__name__}"
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        return f"must be an aware datetime, got naive {value.isoformat()}"
+    try:
+        inside = EARLIEST_INSTANT <= value < END_OF_INSTANTS
+    except OverflowError:  # year 1 east of UTC, year 9999 west of it: not even in UTC
+        inside = False
+    if not inside:
+        return f"must be {INSTANT_WINDOW}, got {value.isoformat()}"
+    return None
+
+
+def check_instant(field: str, value: object) -> datetime:
+    """``value`` as an aware UTC instant inside the window, or ``InvalidTiming`` naming
+    ``field``. Every entry point asks this: the timings' ``validate()`` (so declarations,
+    the console's form, ``upsert_schedule``, ``jobs sync`` and the planner reading a row),
+    ``enqueue()``, and a replay of an instant."""
+    problem = instant_problem(value)
+    if problem is not None:
+        raise InvalidTiming(field, problem)
+    assert isinstance(value, datetime)
+    return value.astimezone(UTC)
 
 
 class Timing(Protocol):

@@ -21,13 +21,14 @@ from uuid import UUID, uuid4
 from django.db import IntegrityError, transaction
 
 from .. import audit, runbooks, store
-from ..clock import ensure_aware_utc, later
+from ..clock import ensure_aware_utc
 from ..declarations import TENANT_PATTERN
 from ..exceptions import JobsError
 from ..identity import enqueued_id
 from ..models import Limit, Occurrence, Origin, Schedule, ScheduleStatus
 from ..registry import JobHandler, registry
-from ..scheduling.policies import Misfire, Overlap, TimingKind
+from ..scheduling.policies import MAX_DURATION, Misfire, Overlap, TimingKind
+from ..scheduling.timing import instant_problem
 from ..validation import arguments, printable
 from ..validation import priority as priority_problem
 from .timeline import now as timeline_now
@@ -79,7 +80,9 @@ def enqueue(
     ``models.occurrences.PRIORITY_MINUTES``). With a ``key``, its identity derives from
     (tenant, job, key): enqueuing the same key again, concurrently or later, changes nothing
     and returns the same identity (``created`` False) for as long as that occurrence is
-    kept by its retention. Without one, each call is new work.
+    kept by its retention. Without one, each call is new work. The instant it runs at is
+    from 1970-01-01 to before 2200-01-01 UTC (``timing.check_instant``), as every timing's;
+    ``after`` is at most a century (``MAX_DURATION``).
 
     Raises ``JobsError`` naming the job and the field for bad input; nothing is written then.
     """
@@ -90,7 +93,7 @@ def enqueue(
         raise JobsError(f"enqueue of job {name!r}: args: {problem}")
     _check(name, tenant=tenant, key=key, priority=priority, at=at, after=after)
     now = timeline_now()
-    when = ensure_aware_utc(at, name="at") if at is not None else later(now, after or timedelta(0))
+    when = _instant(name, at=at, after=after, now=now)
     identity = enqueued_id(tenant, name, key) if key is not None else uuid4()
 
     def write() -> store.EnqueueWrite | None:
@@ -151,10 +154,30 @@ def _check(
         raise JobsError(f"{what}: priority: {problem}")
     if at is not None and after is not None:
         raise JobsError(f"{what}: give at or after, not both")
-    if at is not None and (not isinstance(at, datetime) or at.tzinfo is None):
-        raise JobsError(f"{what}: at: an aware datetime, got {at!r}")
-    if after is not None and (not isinstance(after, timedelta) or after < timedelta(0)):
-        raise JobsError(f"{what}: after: a timedelta of 0 or more, got {after!r}")
+    if at is not None and (problem := instant_problem(at)) is not None:
+        raise JobsError(f"{what}: at: {problem}")
+    if after is not None and (
+        not isinstance(after, timedelta) or not timedelta(0) <= after <= MAX_DURATION
+    ):
+        raise JobsError(
+            f"{what}: after: a timedelta of 0 or more, at most {MAX_DURATION.days} days, "
+            f"got {after!r}"
+        )
+
+
+def _instant(name: str, *, at: datetime | None, after: timedelta | None, now: datetime) -> datetime:
+    """When the work runs: ``at``, ``after`` from ``now``, or ``now``; inside the window of
+    instants (``timing.check_instant``) that every timing names too."""
+    if at is not None:
+        return ensure_aware_utc(at, name="at")  # in the window: _check
+    try:
+        when = now + (after or timedelta(0))
+        problem = instant_problem(when)
+    except OverflowError:  # only from a clock near year 9999: after is at most a century
+        problem = "lands past year 9999"
+    if problem is not None:
+        raise JobsError(f"enqueue of job {name!r}: after: {after} from {now.isoformat()} {problem}")
+    return when
 
 
 def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) -> None:

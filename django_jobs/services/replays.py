@@ -16,6 +16,7 @@ from ..clock import ensure_aware_utc
 from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
 from ..scheduling import timings
+from ..scheduling.timing import instant_problem
 from ..validation import need_reason
 from .rows import locked, need_same_tenant, occurrence_row, record, shown
 
@@ -111,6 +112,8 @@ def replay_at(
     real ones."""
     reason = need_reason(reason, f"replay of schedule {shown(schedule)} at {at!r}")
     now = ensure_aware_utc(now, name="now")
+    if (problem := instant_problem(at)) is not None:  # no occurrence a page cannot render
+        raise JobsError(f"replay of schedule {shown(schedule)}: at: {problem}")
     at = ensure_aware_utc(at, name="at")
     with transaction.atomic():
         schedule = locked(schedule)

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from ..clock import ensure_aware_utc
+from ..scheduling.timing import check_instant
 from ._sql import _named_rows, load_queries
 from .replicas import CHANNEL
 
@@ -35,12 +35,14 @@ def enqueue(
     """One occurrence of the policy record ``(tenant, policy_key)`` at ``at``, trigger
     ``enqueued``, and the NOTIFY that wakes replicas when the caller commits. One statement.
     ``None`` when there is no such record (the caller creates it and calls again); with an
-    existing ``occurrence_id`` nothing changes (``created`` False)."""
+    existing ``occurrence_id`` nothing changes (``created`` False). An ``at`` outside the
+    window of instants (``timing.check_instant``) is refused (``InvalidTiming``), never
+    written: a page renders every row."""
     params = {
         "id": occurrence_id,
         "tenant": tenant,
         "key": policy_key,
-        "at": ensure_aware_utc(at, name="at"),
+        "at": check_instant("at", at),
         "args": Jsonb(args),
         "priority": priority,
         "channel": CHANNEL,
