@@ -17,7 +17,13 @@ from dataclasses import dataclass
 
 from dateutil.rrule import rrulestr
 
-from .timing import InvalidTiming, check_density
+from .timing import (
+    EARLIEST_INSTANT,
+    END_OF_INSTANTS,
+    INSTANT_WINDOW,
+    InvalidTiming,
+    check_density,
+)
 
 FIELD = "timing.rrule"
 MAX_LENGTH = 500  # the width of Schedule.rrule
@@ -191,8 +197,6 @@ def _lines(text: str) -> tuple[dt.datetime | None, str]:
         name = name.strip().upper()
         if colon and name == "DTSTART" and dtstart is None:
             dtstart = _local_date_time("DTSTART", value.strip().upper())
-            if not dt.datetime(1970, 1, 1) <= dtstart < dt.datetime(3000, 1, 1):  # noqa: DTZ001
-                raise _refuse("DTSTART must be from 1970 to 2999")
         elif (not colon or name == "RRULE") and rule is None and line:
             rule = value if colon else line
         elif line:
@@ -288,9 +292,13 @@ def _local_date_time(name: str, value: str) -> dt.datetime:
             f"the schedule's zone=), got {value!r}"
         )
     try:
-        return dt.datetime.strptime(value, "%Y%m%dT%H%M%S")  # noqa: DTZ007 (a wall time)
+        wall = dt.datetime.strptime(value, "%Y%m%dT%H%M%S")  # noqa: DTZ007 (a wall time)
     except ValueError:
         raise _refuse(f"{name} {value!r} is not a date-time") from None
+    # The window of every instant a schedule names (timing.check_instant), read as wall time.
+    if not EARLIEST_INSTANT.replace(tzinfo=None) <= wall < END_OF_INSTANTS.replace(tzinfo=None):
+        raise _refuse(f"{name} must be {INSTANT_WINDOW} (as a local date-time), got {value!r}")
+    return wall
 
 
 def _format(moment: dt.datetime) -> str:
