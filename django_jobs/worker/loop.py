@@ -254,12 +254,15 @@ class Worker:
 
     # --- one step -------------------------------------------------------------------
 
-    def step(self) -> StepResult:
+    def step(self, *, after_plan: Callable[[], object] | None = None) -> StepResult:
         """Plan what has come due and start as many due occurrences as there are free slots
-        (``claims.Claims``)."""
+        (``claims.Claims``); ``after_plan`` runs between the two (``serve``: the heartbeat,
+        if due, so that it waits for no claim behind a plan pass)."""
         now = self.clock.now()
         if self._cadence.due(now):
             self._cadence.plan(now)
+            if after_plan is not None:
+                after_plan()
         if not self.supervisor.guards_alive():
             return StepResult(0, 0)  # nothing new while a guard of the runs is down
         return self._claims.claim(now)
@@ -365,10 +368,15 @@ class Worker:
     def _serve_step(self) -> float:
         """One pass of ``serve``; returns how long to sleep after it (0: a full batch was
         claimed, more may be due). Deadlines are the watch's (``DeadlineWatch``), never
-        behind this pass's store calls."""
-        self._heartbeat.beat(ReplicaState.RUNNING, threads=self.threads())
-        claimed, asked = self.step()
+        behind this pass's store calls. The heartbeat is written before the plan pass and,
+        if it came due meanwhile, after it: a plan pass is bounded (``PASS_BUDGET_SECONDS``,
+        inside a decision too), so no heartbeat waits for more than one."""
+        self._beat()
+        claimed, asked = self.step(after_plan=self._beat)
         return 0.0 if claimed and claimed == asked else self._idle_seconds()
+
+    def _beat(self) -> None:
+        self._heartbeat.beat(ReplicaState.RUNNING, threads=self.threads())
 
     def _idle_seconds(self) -> float:
         """Sleep until the earliest of: due work (if a thread is free), the next heartbeat,
