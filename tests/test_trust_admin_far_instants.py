@@ -131,6 +131,9 @@ def test_each_page_shows_the_far_instant_in_utc(root, rows, far, zone) -> None:
             reverse("admin:django_jobs_replica_changelist"),
         ]:
             assert shown in root.get(page).content.decode(), page
+        # The schedule page's audit trail (a template: the same formatting, a filter).
+        page = root.get(reverse("admin:django_jobs_schedule_change", args=[one_off.pk]))
+        assert f"{shown} root disable: far" in page.content.decode()
 
 
 @pytest.mark.parametrize("zone", ZONES)
