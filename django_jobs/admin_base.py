@@ -4,7 +4,6 @@ the scoping of every page by the schedules a user may view (``permissions.visibl
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -24,7 +23,7 @@ from .conf import get_settings
 from .exceptions import JobsError
 from .models import Occurrence, Schedule
 from .safe_error import shown_json
-from .validation import REASON_MAX_CHARS, arguments, storable
+from .validation import REASON_MAX_CHARS, arguments, json_text, storable
 
 
 class ReasonForm(forms.Form):
@@ -55,10 +54,9 @@ def json_arguments(text: str) -> dict[str, Any] | None:
     None for nothing typed. Refused with ``arguments: <why>``."""
     if not text.strip():
         return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise forms.ValidationError(f"arguments: not JSON: {exc}") from None
+    value, problem = json_text(text)  # nesting bounded before parsing
+    if problem is not None:
+        raise forms.ValidationError(f"arguments: {problem}")
     kept, problem = arguments(value)
     if problem is not None:
         raise forms.ValidationError(f"arguments: {problem}")

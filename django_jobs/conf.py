@@ -70,6 +70,10 @@ METRICS_TOKEN             None     the bearer token that admits a Prometheus scr
 METRICS_WINDOW_SECONDS    300      the window of the metrics over recent occurrences (those
                                    scheduled in the last this many seconds): their states,
                                    start lateness and duration histograms, takeovers
+RUNTIME_JOBS              ()       names of jobs offered at run time besides those declared
+                                   ``@job(..., runtime=True)``: run-time schedules and
+                                   run-now arguments may name only these (the Tasks
+                                   backend's jobs never, even if listed)
 ========================  =======  =====================================================
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
@@ -118,6 +122,7 @@ class JobsSettings:
     CLI_ACTOR_RULES: tuple[str, ...] = ()
     METRICS_TOKEN: str | None = None
     METRICS_WINDOW_SECONDS: float = 300
+    RUNTIME_JOBS: tuple[str, ...] = ()
 
     @property
     def paused_all(self) -> bool:
@@ -196,6 +201,7 @@ def get_settings() -> JobsSettings:
     ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
     cli_actor = _cli_actor_rules(raw.pop("CLI_ACTOR_RULES", ()))
     metrics_token = _metrics_token(raw.pop("METRICS_TOKEN", None))
+    runtime_jobs = _job_names("RUNTIME_JOBS", raw.pop("RUNTIME_JOBS", ()))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -227,6 +233,7 @@ def get_settings() -> JobsSettings:
         APPROVED_PORTS=ports,
         CLI_ACTOR_RULES=cli_actor,
         METRICS_TOKEN=metrics_token,
+        RUNTIME_JOBS=runtime_jobs,
     )
 
 
@@ -275,6 +282,19 @@ def _dotted_paths(key: str, value: Any) -> tuple[str, ...]:
             raise ConfigurationError(
                 f"DJANGO_JOBS['{key}']: {path!r} is not a dotted path such as "
                 "'billing.commands' or 'billing.commands.send_statements'"
+            )
+    return tuple(value)
+
+
+def _job_names(key: str, value: Any) -> tuple[str, ...]:
+    """Names of registered jobs (``@job("billing.send_statements")``)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a list of job names, got {value!r}")
+    for name in value:
+        if not isinstance(name, str) or not name or name != name.strip():
+            raise ConfigurationError(
+                f"DJANGO_JOBS['{key}']: {name!r} is not a job name such as "
+                "'billing.send_statements'"
             )
     return tuple(value)
 

@@ -2,6 +2,11 @@
 
 ``django_jobs`` autodiscovers each installed app's ``jobs`` module at start-up, the way
 ``django.contrib.admin`` finds ``admin`` modules.
+
+A job is offered at run time (a run-time schedule, an operator's run-now with arguments of
+its own) only if it says so: ``@job(..., runtime=True)``, or its name in
+``DJANGO_JOBS["RUNTIME_JOBS"]``. A grant on a tenant or a schedule then never reaches a job
+its code did not offer; the Tasks backend's jobs (``django_jobs.tasks:<alias>``) never are.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from . import conf
 from .exceptions import ConfigurationError, UnknownJob
 from .scheduling.policies import MAX_DURATION, Retry
 from .validation import priority as priority_problem
@@ -59,6 +65,9 @@ class Departure:
 MAX_KEEP_LAST = 100_000_000
 # A job's enqueued work's ``max_delay`` when none is given: never too late to run.
 NO_MAX_DELAY = MAX_DURATION
+# The jobs of the Tasks backend's aliases (``tasks.job_name``): never offered at run time,
+# whatever ``runtime=`` or ``RUNTIME_JOBS`` say (their arguments name the task to run).
+TASKS_JOB_PREFIX = "django_jobs.tasks:"
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,7 @@ class JobHandler:
     func: Handler
     departures: tuple[Departure, ...] = ()
     policies: JobPolicies = field(default_factory=JobPolicies)
+    runtime: bool = False  # offered at run time (``@job(..., runtime=True)``)
 
     @property
     def module(self) -> str:
@@ -177,6 +187,7 @@ class Registry:
         *,
         departure: Departure | Sequence[Departure] | None = None,
         policies: JobPolicies | None = None,
+        runtime: bool = False,
     ) -> JobHandler:
         if not name or name != name.strip():
             raise ConfigurationError(f"@job name {name!r} must be a non-empty name without spaces")
@@ -200,8 +211,14 @@ class Registry:
         if problems:
             field, message = problems[0]
             raise ConfigurationError(f"job {name!r}: {field}: {message}")
+        if not isinstance(runtime, bool):
+            raise ConfigurationError(f"job {name!r}: runtime: True or False, got {runtime!r}")
         handler = JobHandler(
-            name=name, func=func, departures=_departures(name, departure), policies=policies
+            name=name,
+            func=func,
+            departures=_departures(name, departure),
+            policies=policies,
+            runtime=runtime,
         )
         self._handlers[name] = handler
         return handler
@@ -227,6 +244,36 @@ class Registry:
 
     def all(self) -> list[JobHandler]:
         return [self._handlers[name] for name in self.names()]
+
+    def runtime_names(self) -> list[str]:
+        """The jobs offered at run time (see the module): what a run-time schedule may run,
+        and what an operator's run-now may give arguments of its own."""
+        listed = conf.get_settings().RUNTIME_JOBS
+        return [name for name in self.names() if self._runtime_problem(name, listed) is None]
+
+    def runtime_problem(self, name: str) -> str | None:
+        """Why job ``name`` is not offered at run time, or None: the caller names the object
+        and the field (``job``)."""
+        return self._runtime_problem(name, conf.get_settings().RUNTIME_JOBS)
+
+    def _runtime_problem(self, name: str, listed: tuple[str, ...]) -> str | None:
+        handler = self._handlers.get(name)
+        if handler is None:
+            return (
+                f"no handler is registered for job {name!r} in this process; register one "
+                f'with @job("{name}") in the jobs.py of the app that owns it'
+            )
+        if name.startswith(TASKS_JOB_PREFIX):
+            return (
+                f"job {name!r} runs the Tasks backend's tasks and is never offered at run "
+                "time: enqueue a task from code (task.enqueue(...))"
+            )
+        if not handler.runtime and name not in listed:
+            return (
+                f"job {name!r} is not offered at run time; its code opts in with "
+                f'@job("{name}", runtime=True) or DJANGO_JOBS["RUNTIME_JOBS"] lists it'
+            )
+        return None
 
 
 registry = Registry()
@@ -258,6 +305,7 @@ def job(
     max_delay: dt.timedelta | None = None,
     priority: int = 0,
     owner: str = "",
+    runtime: bool = False,
 ) -> Callable[[H], H]:
     """Register the decorated function as the handler of the job called ``name``.
 
@@ -265,6 +313,8 @@ def job(
     owns it; ``departure`` (one, or one per rule) records why one does not. ``retry``,
     ``timeout``, ``retention``, ``max_delay``, ``priority`` and ``owner`` are the policies of
     its enqueued work (``enqueue()``; ``JobPolicies``); a schedule's own are on the schedule.
+    ``runtime=True`` offers it at run time: to run-time schedules (``upsert_schedule``, the
+    console's form) and to an operator's run-now with arguments (see the module).
     """
     policies = JobPolicies(
         retry=retry or Retry(),
@@ -276,7 +326,7 @@ def job(
     )
 
     def decorate(func: H) -> H:
-        registry.register(name, func, departure=departure, policies=policies)
+        registry.register(name, func, departure=departure, policies=policies, runtime=runtime)
         return func
 
     return decorate

@@ -12,22 +12,30 @@ alias's ``OPTIONS`` (``TaskOptions``).
 A task enqueued inside a transaction exists only if that transaction commits (no
 ``transaction.on_commit`` needed), and the NOTIFY that wakes the replicas is sent at the
 commit. The result id is the occurrence's identity.
+
+The handler trusts an occurrence's arguments only as far as their writer: it runs only the
+occurrences of its alias's policy record (what ``JobsBackend.enqueue`` writes; a run-time
+schedule or run-now can never name the alias's job, ``registry.runtime_problem``), and it
+never imports the task path it reads: the path only selects a ``Task`` object of this
+backend alias that the process has already defined (``known_task``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib
+import sys
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
+from django.utils.module_loading import autodiscover_modules
 
 from . import conf
-from .exceptions import ConfigurationError, JobsError
-from .registry import JobPolicies, registry
+from .exceptions import ConfigurationError, JobsError, PermanentFailure
+from .registry import TASKS_JOB_PREFIX, JobPolicies, registry
 from .scheduling.policies import Retry
 
 if TYPE_CHECKING:
@@ -74,11 +82,16 @@ task_finished: Any = _names["task_finished"]
 task_started: Any = _names["task_started"]
 normalize_json: Any = _names["normalize_json"]
 
-JOB_PREFIX = "django_jobs.tasks:"
+JOB_PREFIX = TASKS_JOB_PREFIX
 
 
 class TaskArgumentsError(JobsError, TypeError):
     """A task's arguments JSON cannot hold (a ``TypeError``, as the framework raises)."""
+
+
+class TaskRefused(PermanentFailure):
+    """An occurrence the handler does not run (dead at once, no retry): not of its alias's
+    policy record, or naming no task of the alias that the process defined."""
 
 
 def job_name(alias: str) -> str:
@@ -158,8 +171,13 @@ def run_task(run: Run) -> object:
     attempt), and returns its return value made JSON (kept as the occurrence's result)."""
     from .services import now
 
+    alias = _own_alias(run)
     payload = run.args
-    alias = payload["backend"]
+    if payload.get("backend") != alias:
+        raise TaskRefused(
+            f"occurrence {run.occurrence_key} of backend {alias!r}'s job names backend "
+            f"{payload.get('backend')!r}: not written by this backend's enqueue"
+        )
     task = _task(payload, alias)
     args, kwargs = payload.get("args", []), payload.get("kwargs", {})
     wants_result = task.takes_context or task_started.has_listeners()
@@ -182,10 +200,74 @@ def run_task(run: Run) -> object:
 run_task.django_jobs_dispatches_its_arguments = True  # type: ignore[attr-defined]
 
 
+def _own_alias(run: Run) -> str:
+    """The alias whose policy record holds the occurrence ``run`` runs: the only records
+    ``JobsBackend.enqueue`` writes into (the default tenant, key ``@django_jobs.tasks:<alias>``,
+    origin ``enqueue``). Anything else naming the job is refused (``TaskRefused``)."""
+    from .models import Occurrence, Origin
+    from .services.enqueue import policy_key
+
+    record = (
+        Occurrence.objects.filter(pk=run.occurrence_key)
+        .values_list("schedule__tenant", "schedule__key", "schedule__job", "schedule__origin")
+        .first()
+    )
+    tenant, key, job, origin = record or ("", "", "", "")
+    alias = job.removeprefix(JOB_PREFIX)
+    if (
+        not job.startswith(JOB_PREFIX)
+        or tenant != ""
+        or key != policy_key(job)
+        or origin != Origin.ENQUEUE
+        or alias not in conf.tasks_backends()
+    ):
+        raise TaskRefused(
+            f"occurrence {run.occurrence_key} is not enqueued work of a Tasks backend alias "
+            f"(schedule {tenant + '/' if tenant else ''}{key or '?'}, job {job or '?'}, origin "
+            f"{origin or '?'}): the Tasks handler runs only what JobsBackend.enqueue wrote"
+        )
+    return alias
+
+
+_discovery = threading.Lock()
+_discovered = False
+
+
+def known_task(path: object, alias: str) -> Any:
+    """The ``Task`` of backend ``alias`` at ``path`` (its ``module_path``) that this process
+    defined, or ``TaskRefused``. ``path`` is read from arguments, so it is never imported: it
+    only looks up a module the process has already imported (after importing, once, each
+    installed app's ``tasks`` module, as ``jobs`` modules are found), and the object there
+    must be a ``Task`` of this alias at that very path."""
+    global _discovered
+    found = _defined(path)
+    if found is None and not _discovered:
+        with _discovery:
+            if not _discovered:
+                autodiscover_modules("tasks")
+                _discovered = True
+        found = _defined(path)
+    if not isinstance(found, Task) or found.module_path != path:
+        raise TaskRefused(
+            f"{str(path)[:200]!r} is not a task this process defined: define @task functions "
+            "in an installed app's tasks module (or one it imports)"
+        )
+    if found.backend != alias:
+        raise TaskRefused(f"task {path} belongs to backend {found.backend!r}, not {alias!r}")
+    return found
+
+
+def _defined(path: object) -> object:
+    """The object at ``path`` in a module already imported, or None (nothing is imported)."""
+    if not isinstance(path, str):
+        return None
+    module_name, _, name = path.rpartition(".")
+    module = sys.modules.get(module_name)
+    return None if module is None else vars(module).get(name)
+
+
 def _task(payload: dict[str, Any], alias: str) -> Any:
-    task = import_string(payload["task"])
-    if not isinstance(task, Task):
-        raise ConfigurationError(f"{payload['task']} is no longer a @task")
+    task = known_task(payload.get("task"), alias)
     run_after = payload.get("run_after")
     return task.using(
         priority=payload.get("priority", task.priority),

@@ -110,6 +110,50 @@ def result(value: object) -> tuple[Any, None] | tuple[None, str]:
     return _bounded_json(value, "result", RESULT_MAX_BYTES, named_size="result: ")
 
 
+# The longest JSON text a user may type for arguments (a form, ``jobs run-now --args``):
+# room for pretty-printed arguments of ``ARGS_MAX_BYTES``, and a bound on the nesting scan.
+JSON_TEXT_MAX_CHARS = 8 * ARGS_MAX_BYTES
+
+
+def json_text(text: str) -> tuple[Any, None] | tuple[None, str]:
+    """JSON text a user typed, parsed, and ``None``; or ``None`` and what is wrong with it
+    (the caller names the object and the field). Its nesting is counted before it is parsed,
+    so text nested deeper than ``ARGS_MAX_DEPTH`` is refused by name, never by the parser's
+    recursion (``RecursionError``); what the value may hold is ``arguments``' to say."""
+    # The outermost object is depth 0; the scan reads no more than the longest text taken.
+    if _nests_deeper(text[: JSON_TEXT_MAX_CHARS + 1], ARGS_MAX_DEPTH + 1):
+        return None, f"nested more than {ARGS_MAX_DEPTH} levels deep"
+    if len(text) > JSON_TEXT_MAX_CHARS:
+        return None, f"at most {JSON_TEXT_MAX_CHARS} characters of JSON, got {len(text)}"
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"not JSON: {exc}"
+
+
+def _nests_deeper(text: str, most: int) -> bool:
+    """Whether ``text`` opens more than ``most`` brackets (``[`` ``{``) within each other,
+    outside strings: one pass that stops at the first one too deep."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > most:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def _bounded_json(
     value: object, path: str, most: int, *, named_size: str
 ) -> tuple[Any, None] | tuple[None, str]:

@@ -182,8 +182,9 @@ def jobs(*argv: str) -> str:
 
 
 def test_run_now_with_overriding_arguments_runs_with_them_and_is_audited_with_them(
-    ops, clock: FakeClock
+    ops, clock: FakeClock, registered
 ) -> None:
+    registered("billing.statements", lambda run: None, runtime=True)  # offered at run time
     sync_schedules([statements(timing=EVERY_MINUTE, args={"customer": "acme"})], now=T0)
     clock.set(T0 + timedelta(seconds=5))
     with use_clock(clock):
@@ -267,7 +268,8 @@ def test_jobs_inspect_shows_a_schedules_and_an_occurrences_arguments_redacted(op
 
 
 @pytest.mark.parametrize("page", ["schedule", "occurrence", "auditrecord"])
-def test_the_admin_shows_arguments_redacted(ops, client, page: str) -> None:
+def test_the_admin_shows_arguments_redacted(ops, client, page: str, registered) -> None:
+    registered("tests.noop", lambda run: None, runtime=True)  # run-now arguments: offered jobs
     schedule = ScheduleFactory.create(key="billing.statements", args={"customer": "acme"})
     occurrence = services.run_now(schedule, actor=ops, reason="resend", now=T0, args=SECRET_ARGS)
     audited = AuditRecord.objects.get(action="run_now")

@@ -136,7 +136,7 @@ def test_a_bad_cron_in_the_form_is_refused_with_the_declarations_message(page, s
     User.objects.create_superuser("root", "root@example.com", "pw")
     login(page, server, "root", "pw")
     page.goto(f"{server.url}/admin/django_jobs/schedule/add/")
-    fill_schedule_form(page, **{**BASIC, "job": "billing.heartbeat", "cron": "61 * * * *"})
+    fill_schedule_form(page, **{**BASIC, "job": "billing.send_statements", "cron": "61 * * * *"})
     page.click("input[name=jobs-save]")
     error = page.inner_text(".field-cron .errorlist")
     assert (
@@ -151,7 +151,7 @@ def test_an_edit_shows_up_in_the_audit_with_before_and_after(page, server):
     User.objects.create_superuser("root", "root@example.com", "pw")
     login(page, server, "root", "pw")
     page.goto(f"{server.url}/admin/django_jobs/schedule/add/")
-    fill_schedule_form(page, **{**BASIC, "job": "billing.heartbeat"})
+    fill_schedule_form(page, **{**BASIC, "job": "billing.send_statements"})
     page.click("input[name=jobs-save]")
     schedule = Schedule.objects.get(key="acme.browser-made")
 

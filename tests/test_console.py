@@ -132,7 +132,7 @@ def form_data(**fields: Any) -> dict[str, Any]:
     return {
         "tenant": "acme",
         "key": "acme.report",
-        "job": "billing.heartbeat",
+        "job": "billing.send_statements",  # offered at run time
         "timing_kind": "cron",
         "cron": "0 6 * * *",
         "time_zone": "UTC",

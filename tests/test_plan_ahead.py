@@ -236,7 +236,7 @@ def test_changing_a_run_time_one_off_withdraws_the_occurrence_planned_ahead(
 ) -> None:
     """Planned at T0 for T0 + 20 s, moved to T0 + 25 s before it ran: only the new instant
     runs."""
-    registered("tests.noop", lambda run: ran.append(run.scheduled_at.isoformat()))
+    registered("tests.noop", lambda run: ran.append(run.scheduled_at.isoformat()), runtime=True)
     clock.set(T0)
     old, new = T0 + timedelta(seconds=20), T0 + timedelta(seconds=25)
     services.upsert_schedule(

@@ -143,7 +143,7 @@ def test_without_permission_replay_is_refused_and_nothing_changes(alice, dead, c
 
 def test_a_replayed_retired_one_off_runs_again_and_retires_again(root, clock, registered) -> None:
     """Replay makes the retired one-off active (audited) until its new attempt is final."""
-    registered("tests.stepped", lambda run: None)
+    registered("tests.stepped", lambda run: None, runtime=True)
     clock.set(T0)
     services.upsert_schedule(
         declaration("once", job="tests.stepped", timing=at(T0)),

@@ -245,7 +245,7 @@ def test_jobs_health_json_reports_the_last_retention_pass(clock) -> None:
 def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(
     root, clock, registered
 ) -> None:
-    registered("tests.stepped", lambda run: None)  # upsert_schedule wants a registered job
+    registered("tests.stepped", lambda run: None, runtime=True)  # upsert_schedule: an offered job
     clock.set(T0)
     services.upsert_schedule(
         declaration(
@@ -290,7 +290,7 @@ def test_a_run_time_one_off_retires_when_final_and_goes_after_its_retention(
 def test_a_one_off_limited_by_count_is_kept_one_off_keep_seconds(
     root, clock, settings, registered
 ) -> None:
-    registered("tests.stepped", lambda run: None)
+    registered("tests.stepped", lambda run: None, runtime=True)
     settings.DJANGO_JOBS = {"ONE_OFF_KEEP_SECONDS": 3600}
     clock.set(T0)
     services.upsert_schedule(

@@ -16,6 +16,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import psycopg
 
@@ -200,11 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.ha:
         db: Database = ha_database(args)
     else:
-        db = Database.create(os.environ.get("DATABASE_URL"), name=f"django_jobs_chaos_{args.seed}")
+        url = os.environ.get("DATABASE_URL")
+        db = Database.create(url, name=campaign_database(url, args.seed))
     try:
         return campaign(args, rng, db, command)
     finally:
         release(db)
+
+
+def campaign_database(url: str | None, seed: int) -> str:
+    """The campaign's own database: named after the seed and after ``DATABASE_URL``'s
+    database, so campaigns of one seed on a shared server, from different databases, never
+    drop each other's."""
+    base = urlparse(url).path.strip("/") if url else ""
+    return f"{base or 'django_jobs'}_chaos_{seed}"
 
 
 def free_ports(n: int) -> tuple[int, ...]:

@@ -3,9 +3,10 @@ SQL on the campaign's database), as a manual UPDATE, an older release or a bad m
 writes them, and what must become of each.
 
 The planner checks every schedule row as it reads it and parks one it refuses, naming the
-field; it plans a valid but ancient row in bounded passes; a claim refuses an occurrence
-whose tenant is not its schedule's. Meanwhile every other schedule is served: the campaign's
-other invariants, unchanged, say so.
+field (the review's every-second rrule, one-offs at the ends of the calendar); it plans a
+valid but ancient row, and a year of the densest rule a timing accepts, in bounded passes; a
+claim refuses an occurrence whose tenant is not its schedule's. Meanwhile every other
+schedule is served: the campaign's other invariants, unchanged, say so.
 
 Every schedule written here has a key under ``hostile.``: the lost-occurrence and lateness
 checks leave those out (their timings may not even evaluate) and the checks below take them.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django_jobs.identity import occurrence_id
@@ -57,6 +58,13 @@ FORGED = "forged_tenant"
 # A max_delay past what Python's timedelta holds: no replica can even load the row (it used
 # to stop every replica's plan pass; store.park_unreadable parks it in SQL).
 UNREADABLE = "unreadable"
+# Issue #33: the densest rrule a timing accepts (once a minute, 1,440 a day) with a year of
+# gap, which is planned in bounded passes; the review's every-second rule, refused where a
+# timing is parsed, so a row holding it is parked; one-offs at the ends of the calendar.
+DENSE_RULE = "dense_rule"
+EVERY_SECOND_RULE = "every_second_rule"
+ONE_OFF_9999 = "one_off_9999"
+ONE_OFF_0001 = "one_off_0001"
 EXPECT = {
     FLOOD: "max_catchup",
     ANCIENT: "",
@@ -66,19 +74,27 @@ EXPECT = {
     FAR_FUTURE: "last_scheduled_at",
     FORGED: TENANT_MISMATCH,
     UNREADABLE: "max_delay",
+    DENSE_RULE: "",
+    EVERY_SECOND_RULE: "timing.rrule",
+    ONE_OFF_9999: "timing.at",
+    ONE_OFF_0001: "timing.at",
 }
+# The valid rows a campaign must see planned up to its end in bounded passes.
+CATCHING_UP = (ANCIENT, DENSE_RULE)
 ALL_SHAPES = tuple(EXPECT)
 SHAPES = ALL_SHAPES
 
 INSERT_SCHEDULE = """
     INSERT INTO django_jobs_schedule (
-        tenant, key, job, timing_kind, cron, "interval", anchor, time_zone, skipped_time,
+        tenant, key, job, timing_kind, cron, rrule, run_at, "interval", anchor, time_zone,
+        skipped_time,
         repeated_time, zone_reason, max_delay, overlap, misfire, max_catchup,
         idempotency_scope, max_attempts, backoff, max_backoff, timeout, operating_owner,
         record_owner, status, decider, enabled, disabled_by, disabled_reason, origin,
         created_at, updated_at, next_due_at, parked_field, parked_reason
     ) VALUES (
-        '', %(key)s, 'chaos.effect', %(timing_kind)s, %(cron)s, %(interval)s, %(anchor)s,
+        '', %(key)s, 'chaos.effect', %(timing_kind)s, %(cron)s, %(rrule)s, %(run_at)s,
+        %(interval)s, %(anchor)s,
         'UTC', 'shift', 'first', '', %(max_delay)s, 'allow', %(misfire)s, %(max_catchup)s,
         'occurrence', 3, interval '1 second', interval '2 seconds', interval '30 seconds',
         'chaos-intruder', 'nobody@example.com', 'active', '', true, '', '', 'runtime',
@@ -95,6 +111,11 @@ EVERY_2S = {
     "anchor": EPOCH,
 }
 EVERY_MINUTE = {"timing_kind": "cron", "cron": "* * * * *", "interval": None, "anchor": None}
+SIXTY = ",".join(str(n) for n in range(60))
+RRULE = {"timing_kind": "rrule", "cron": "", "interval": None, "anchor": None}
+ONE_OFF = {"timing_kind": "at", "cron": "", "interval": None, "anchor": None}
+# A year of gap for the dense rule: a row created that long ago (computed when written).
+YEAR = timedelta(days=365)
 # The new rows: the one that once took replicas out of memory (every second since 1970,
 # replaying all of it), and a valid per-minute cron of 1970 (56 years of gap, a month a pass).
 NEW_ROWS: dict[str, dict[str, Any]] = {
@@ -112,6 +133,35 @@ NEW_ROWS: dict[str, dict[str, Any]] = {
         "max_delay": timedelta(seconds=10),
         "misfire": "replay_all",
         "max_catchup": 3,
+    },
+    DENSE_RULE: {
+        **RRULE,
+        "rrule": f"FREQ=HOURLY;BYMINUTE={SIXTY}",
+        "created_at": YEAR,
+        "max_delay": timedelta(seconds=10),
+        "misfire": "skip",
+        "max_catchup": 3,
+    },
+    EVERY_SECOND_RULE: {
+        **RRULE,
+        "rrule": f"FREQ=HOURLY;BYMINUTE={SIXTY};BYSECOND={SIXTY}",
+        "created_at": None,
+        "max_delay": timedelta(seconds=10),
+        "misfire": "skip",
+    },
+    ONE_OFF_9999: {
+        **ONE_OFF,
+        "run_at": datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),
+        "created_at": None,
+        "max_delay": timedelta(seconds=10),
+        "misfire": "skip",
+    },
+    ONE_OFF_0001: {
+        **ONE_OFF,
+        "run_at": datetime(1, 1, 1, tzinfo=UTC),
+        "created_at": None,
+        "max_delay": timedelta(seconds=10),
+        "misfire": "skip",
     },
 }
 # The corrupted rows: the valid row each starts from (a sacrificial schedule of its own,
@@ -166,7 +216,11 @@ class Intruder:
         return {"shape": shape, "expect": EXPECT[shape], **detail}
 
     def _insert(self, key: str, fields: dict[str, Any]) -> tuple[int, datetime]:
-        ((sid, at),) = self.db.rows(INSERT_SCHEDULE, {"key": key, "max_catchup": 10, **fields})
+        created = fields.get("created_at")
+        if isinstance(created, timedelta):  # that long before now
+            fields = {**fields, "created_at": datetime.now(UTC) - created}
+        params = {"key": key, "max_catchup": 10, "rrule": "", "run_at": None, **fields}
+        ((sid, at),) = self.db.rows(INSERT_SCHEDULE, params)
         return sid, at
 
     def _corrupt(self, key: str, start: dict[str, Any], corruption: str) -> dict[str, Any]:
@@ -271,7 +325,14 @@ def hostile_rows(
     )
     parked_shapes = tuple(s for s, field in EXPECT.items() if field not in ("", TENANT_MISMATCH))
     parked(found, db, _of_shapes(details, parked_shapes), invalid)
-    planned_in_bounded_passes(found, db, _of_shapes(details, (ANCIENT,)), cutoff=cutoff)
+    planned_in_bounded_passes(found, db, _of_shapes(details, CATCHING_UP), cutoff=cutoff)
+    passes = [
+        float(event["seconds"])
+        for life in lives
+        for event in life.events()
+        if event.get("event") == "plan.pass" and "seconds" in event
+    ]
+    found.figures["plan_pass_longest_s"] = max(passes, default=None)
     forged_never_run(found, db, _of_shapes(details, (FORGED,)), refused)
 
 

@@ -118,6 +118,7 @@ def markdown(report: dict[str, Any]) -> str:
         ("ancient schedule passes (skip summaries)", "ancient_passes"),
         ("&nbsp; most of a gap one pass skipped (days)", "ancient_longest_pass_days"),
         ("&nbsp; longest from the write to caught up (s)", "ancient_caught_up_after_max_s"),
+        ("longest plan pass of any replica (s)", "plan_pass_longest_s"),
         ("forged occurrences refused (dead, TenantMismatch)", "forged_refused"),
         ("&nbsp; longest from the write to the refusal (s)", "forged_refused_after_max_s"),
         ("peak memory of a replica life (VmHWM, MiB)", "replica_peak_rss_max_mib"),

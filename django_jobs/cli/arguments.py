@@ -4,7 +4,6 @@ text argument passes before anything is looked up."""
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ..scheduling.timing import instant_problem
-from ..validation import REASON_MAX_CHARS, text_problem
+from ..validation import REASON_MAX_CHARS, json_text, text_problem
 
 ACTOR_HELP = (
     "your Django username: its permissions apply and it is audited (self-asserted unless "
@@ -53,10 +52,9 @@ def _seconds(text: str) -> float:
 def _json_object(text: str) -> dict[str, Any]:
     """A JSON object (argparse type): the arguments of a run-now. What the object may hold is
     checked by the service, as a declaration's arguments are."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    value, problem = json_text(text)  # nesting bounded before parsing: no RecursionError
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     if not isinstance(value, dict):
         example = '{"customer": "acme"}'
         raise argparse.ArgumentTypeError(

@@ -3,6 +3,10 @@
 It builds a ``Declaration`` with ``schedule(..., register=False)`` and hands it to
 ``services.upsert_schedule``, so a value is refused with the message a declaration in code
 gets, shown on the field it names. Instants are ISO 8601, in UTC unless they carry an offset.
+
+Its jobs are those offered at run time (``registry.runtime_names``). A schedule's arguments
+are shown redacted, as its page shows them, never raw: what the operator leaves as shown keeps
+the stored value (``kept_where_shown``), what they change replaces it.
 """
 
 from __future__ import annotations
@@ -14,14 +18,15 @@ from typing import Any
 from django import forms
 from django.utils.dateparse import parse_duration
 
-from ..admin_base import json_arguments
+from ..admin_base import json_arguments, redacted
 from ..declarations import Declaration, InvalidSchedule, schedule
 from ..models import Limit, Schedule, ScheduleStatus
 from ..registry import registry
+from ..safe_error import REDACTED
 from ..scheduling import crons, elapsed, rrules
 from ..scheduling.calendars import Calendar
 from ..scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime, TimingKind
-from ..validation import REASON_MAX_CHARS
+from ..validation import REASON_MAX_CHARS, json_text
 
 DURATION_HELP = "[DD] [HH:[MM:]]SS, as Django's DurationField: 00:05:00 is five minutes"
 INSTANT_HELP = "ISO 8601, in UTC unless an offset is given: 2027-03-14T09:00"
@@ -208,7 +213,8 @@ class ScheduleForm(forms.Form):
         if record is not None:
             kwargs.setdefault("initial", initial(record))
         super().__init__(*args, **kwargs)
-        self.fields["job"].choices = [(name, name) for name in sorted(registry.names())]  # type: ignore[attr-defined]
+        # Only the jobs whose code offers them at run time (the service refuses any other).
+        self.fields["job"].choices = [(name, name) for name in registry.runtime_names()]  # type: ignore[attr-defined]
         if record is not None:
             for name in ("tenant", "key"):
                 self.fields[name].disabled = True
@@ -219,7 +225,13 @@ class ScheduleForm(forms.Form):
         return [(heading, [self[name] for name in names]) for heading, names in SECTIONS]
 
     def clean_args(self) -> dict[str, Any]:
-        return json_arguments(self.cleaned_data["args"]) or {}
+        given = json_arguments(self.cleaned_data["args"]) or {}
+        if self.record is None or not self.record.args:
+            return given
+        try:
+            return kept_where_shown(given, self.record.args)
+        except ValueError as exc:
+            raise forms.ValidationError(f"arguments: {exc}") from None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -299,6 +311,52 @@ class ScheduleForm(forms.Form):
         return elapsed.after(data["delay"])
 
 
+def shown_arguments(args: dict[str, Any]) -> str:
+    """A record's arguments as the form shows them: redacted, as the schedule's page does."""
+    return redacted(args) if args else ""
+
+
+def kept_where_shown(given: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+    """The arguments to save from ``given`` (what the form sent) and ``stored`` (the record's):
+    a value left as the form showed it (``shown_arguments``, redacted) keeps its stored value,
+    so saving never writes ``[redacted]`` over a secret; a changed one replaces it; a key
+    removed is removed. A changed value that still holds ``[redacted]`` is refused
+    (``ValueError``, naming where): it would store the marker, not the secret."""
+    shown, problem = json_text(shown_arguments(stored))
+    if problem is not None or not isinstance(shown, dict):
+        shown = None  # the redaction cut through JSON: nothing is kept unless typed again
+    kept: dict[str, Any] = _kept(given, shown, stored, "args")
+    return kept
+
+
+def _kept(given: Any, shown: Any, stored: Any, path: str) -> Any:
+    if shown is not None and given == shown:
+        return stored  # unchanged as shown: the stored value, secrets and all
+    if isinstance(given, dict) and isinstance(shown, dict) and isinstance(stored, dict):
+        return {
+            k: _kept(v, shown[k], stored[k], f"{path}[{k!r}]")
+            if k in shown and k in stored
+            else _typed(v, f"{path}[{k!r}]")
+            for k, v in given.items()
+        }
+    lists = all(isinstance(v, list) for v in (given, shown, stored))
+    if lists and len(given) == len(shown) == len(stored):
+        return [
+            _kept(g, sh, st, f"{path}[{n}]")
+            for n, (g, sh, st) in enumerate(zip(given, shown, stored, strict=True))
+        ]
+    return _typed(given, path)
+
+
+def _typed(value: Any, path: str) -> Any:
+    """A value the operator typed (not left as shown): refused if it still holds the marker."""
+    if REDACTED in json.dumps(value, ensure_ascii=False):
+        raise ValueError(
+            f"{path} holds {REDACTED} but is not the value shown: type the whole value again"
+        )
+    return value
+
+
 def _duration(value: timedelta | None) -> str:
     if value is None:
         return ""
@@ -327,7 +385,7 @@ def initial(record: Schedule) -> dict[str, Any]:
         "anchor": record.anchor.isoformat() if record.anchor else "",
         "run_at": at if record.timing_kind == TimingKind.AT else "",
         "delay": _duration(record.delay),
-        "args": json.dumps(record.args) if record.args else "",
+        "args": shown_arguments(record.args),
         "priority": record.priority,
         "max_delay": _duration(record.max_delay),
         "misfire": record.misfire,

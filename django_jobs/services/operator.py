@@ -17,6 +17,7 @@ from ..clock import ensure_aware_utc
 from ..conf import get_settings
 from ..exceptions import JobsError
 from ..models import Occurrence, Schedule, ScheduleStatus, Trigger
+from ..registry import registry
 from ..safe_error import loggable
 from ..validation import arguments, need_reason
 from .limits import retention_of
@@ -141,8 +142,10 @@ def run_now(
 ) -> Occurrence:
     """An extra occurrence at the current instant (its own identity), trigger ``manual``.
 
-    With ``args`` (a JSON object, checked as a declaration's are) it runs with those instead
-    of the schedule's, and the audit record keeps them."""
+    Without ``args`` it runs with the schedule's arguments, and needs ``run``. With ``args``
+    (a JSON object, checked as a declaration's are) it runs with those instead, and the audit
+    record keeps them: choosing what a job runs for is changing the schedule, so that needs
+    ``change``, and the job must be offered at run time (``registry.runtime_problem``)."""
     what = f"run-now of schedule {shown(schedule)}"
     reason = need_reason(reason, what)
     given, problem = arguments(args) if args is not None else (None, None)
@@ -151,7 +154,10 @@ def run_now(
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = locked(schedule)
-        permissions.require(actor, "run", schedule)
+        if given is None:
+            permissions.require(actor, "run", schedule)
+        else:
+            _need_arguments_allowed(actor, schedule, what)
         if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
             raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
         planned = store.PlannedOccurrence(
@@ -170,6 +176,20 @@ def run_now(
         )
         store.notify("run_now")
     return Occurrence.objects.get(pk=planned.id)
+
+
+def _need_arguments_allowed(actor: Any, schedule: Schedule, what: str) -> None:
+    """A run-now with arguments of its own: ``change`` on the schedule, and a job offered at
+    run time (a grant never reaches a job whose code did not offer it)."""
+    if not permissions.allowed(actor, "change", schedule):
+        raise permissions.Forbidden(
+            f"{what}: args: {getattr(actor, 'username', actor)!s} may not give a run "
+            "arguments of its own: that needs the change_schedule permission on the schedule "
+            "or its tenant (run now without arguments needs only run_schedule)"
+        )
+    problem = registry.runtime_problem(schedule.job)
+    if problem is not None:
+        raise JobsError(f"{what}: args: {problem}; run it now without arguments of its own")
 
 
 def cancel(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) -> Occurrence:

@@ -189,7 +189,9 @@ def upsert_schedule(
     1. ``actor`` is a Django user, never a name: the permission checked is theirs and the
        audit record carries their id (a string could claim to be ``django_jobs.sync``).
     2. The declaration is refused as checks E014/E018/E019 refuse a declared one: its job
-       must have a registered handler, a local zone its reason and DST choices.
+       must have a registered handler, a local zone its reason and DST choices; and its job
+       must be offered at run time (``@job(..., runtime=True)`` or ``RUNTIME_JOBS``; the
+       Tasks backend's never), refused on the field ``job``.
     3. Changing a schedule needs ``change`` on it (model, object or tenant permission);
        creating one needs ``add_schedule`` or a ``change`` grant on its tenant.
     4. A schedule declared in code is refused: it changes in its ``schedules.py``, and sync
@@ -214,13 +216,11 @@ def _need_valid_at_run_time(declaration: Declaration) -> None:
     gaps = local_time_gaps(declaration.timing)  # E018/E019
     if gaps:
         raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))
-    if declaration.job not in registry.names():  # E014
-        raise InvalidSchedule(
-            declaration.label,
-            "job",
-            f"no handler is registered for job {declaration.job!r} in this process; register "
-            f'one with @job("{declaration.job}") in the jobs.py of the app that owns it',
-        )
+    # E014, and a grant reaches only the jobs whose code offers them at run time (a tenant
+    # grant must not run the Tasks backend's job, which imports what its arguments name).
+    problem = registry.runtime_problem(declaration.job)
+    if problem is not None:
+        raise InvalidSchedule(declaration.label, "job", problem)
 
 
 def _need_upsert_permission(user: Any, declaration: Declaration, existing: Schedule | None) -> None:

@@ -7,7 +7,8 @@ from django_jobs import Run, job
 from . import statements
 
 
-@job("billing.send_statements")
+# Offered at run time: billing_enable_tenant creates a run-time schedule of it per tenant.
+@job("billing.send_statements", runtime=True)
 def send_statements(run: Run) -> None:
     # One transaction: the statement row commits together with the fenced completion.
     with run.atomic():

@@ -42,7 +42,7 @@ def _wait_for(name: str, run: Run | None, limit: float = 120.0) -> None:
         time.sleep(0.05)
 
 
-@job("proc.effect")
+@job("proc.effect", runtime=True)  # the console's browser tests schedule it at run time
 def effect(run: Run) -> None:
     with run.atomic():
         effects.record(run.occurrence_key, token=run.fencing_token)
