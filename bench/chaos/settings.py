@@ -42,6 +42,9 @@ DJANGO_JOBS = {
     # Retention passes every 2 s, under the same faults (campaign schedules keep 7 days, so
     # nothing the invariants read is deleted): the lock, the thread and its connection.
     "RETENTION_SECONDS": 2,
+    # The jobs the late-one-off, poison and hang faults declare one-offs of through the
+    # service layer (``declare``), which offers only jobs named here or opted in.
+    "RUNTIME_JOBS": ["chaos.effect", "chaos.deadly", "chaos.exit", "chaos.interrupt", "chaos.hang"],
 }
 
 LOGGING = {
