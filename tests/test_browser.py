@@ -196,7 +196,10 @@ def test_an_occurrence_shows_the_arguments_it_ran_with_redacted(page, server) ->
     hidden, and the schedule page shows the schedule's."""
     root = User.objects.create_superuser("root", "root@example.com", "pw")
     schedule = ScheduleFactory.create(
-        tenant="acme", key="billing.statements", job="billing.heartbeat", args={"copies": 1}
+        tenant="acme",
+        key="billing.statements",
+        job="billing.send_statements",  # run-now arguments: a job offered at run time
+        args={"copies": 1},
     )
     occurrence = services.run_now(
         schedule,
