@@ -29,7 +29,8 @@ ZONES = ["Asia/Tokyo", "America/New_York"]
 
 @pytest.fixture(params=[LATEST, EARLIEST], ids=["9999-12-31", "0001-01-01"])
 def far(request) -> datetime:
-    return request.param
+    instant: datetime = request.param
+    return instant
 
 
 @pytest.fixture

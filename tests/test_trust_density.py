@@ -128,6 +128,7 @@ def decide_until_caught_up(timing, *, gap: timedelta, misfire: Misfire, catchup:
             )
         )
         decisions.append(decision)
+        assert decision.last_scheduled_at is not None  # a gap of minutes has a last instant
         last = decision.last_scheduled_at
         if not decision.more:
             return decisions

@@ -254,7 +254,7 @@ def post_form(root: User, **fields: str) -> Any:
 def field_errors(response: Any, field: str) -> str:
     """The text of the form row of ``field`` (its errors are inside it)."""
     assert response.status_code == 200
-    page = response.content.decode()
+    page: str = response.content.decode()
     return page.split(f'class="form-row field-{field}"')[1].split("</div>")[0]
 
 
