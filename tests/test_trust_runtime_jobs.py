@@ -147,7 +147,7 @@ def offered() -> Schedule:
     return ScheduleFactory.create(tenant="acme", key="acme.report", job="billing.send_statements")
 
 
-def test_run_now_with_arguments_needs_change_not_run(offered: Schedule) -> None:
+def test_run_now_with_arguments_needs_change_as_well_as_run(offered: Schedule) -> None:
     runner = staff("ron", "acme", "view", "run")
     with pytest.raises(Forbidden, match="args: ron may not give a run arguments of its own"):
         services.run_now(offered, actor=runner, reason="x", now=T0, args={"customer": "x"})
@@ -157,9 +157,19 @@ def test_run_now_with_arguments_needs_change_not_run(offered: Schedule) -> None:
     assert Occurrence.objects.get(schedule=offered).args == {}
 
 
-def test_run_now_with_arguments_and_change_runs_with_them(offered: Schedule) -> None:
+def test_change_alone_does_not_run_now_with_arguments(offered: Schedule) -> None:
+    """Giving arguments adds ``change`` to ``run``; it never replaces it."""
     changer = staff("carol", "acme", "view", "change")
-    done = services.run_now(offered, actor=changer, reason="x", now=T0, args={"customer": "x"})
+    with pytest.raises(Forbidden, match="carol"):
+        services.run_now(offered, actor=changer, reason="x", now=T0, args={"customer": "x"})
+    with pytest.raises(Forbidden, match="carol"):
+        services.run_now(offered, actor=changer, reason="x", now=T0)
+    assert not Occurrence.objects.exists()
+
+
+def test_run_now_with_arguments_and_change_runs_with_them(offered: Schedule) -> None:
+    operator = staff("carol", "acme", "view", "run", "change")
+    done = services.run_now(offered, actor=operator, reason="x", now=T0, args={"customer": "x"})
     assert done.args == {"customer": "x"}
 
 

@@ -145,7 +145,8 @@ def run_now(
     Without ``args`` it runs with the schedule's arguments, and needs ``run``. With ``args``
     (a JSON object, checked as a declaration's are) it runs with those instead, and the audit
     record keeps them: choosing what a job runs for is changing the schedule, so that needs
-    ``change``, and the job must be offered at run time (``registry.runtime_problem``)."""
+    ``change`` as well as ``run``, and the job must be offered at run time
+    (``registry.runtime_problem``)."""
     what = f"run-now of schedule {shown(schedule)}"
     reason = need_reason(reason, what)
     given, problem = arguments(args) if args is not None else (None, None)
@@ -154,9 +155,8 @@ def run_now(
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         schedule = locked(schedule)
-        if given is None:
-            permissions.require(actor, "run", schedule)
-        else:
+        permissions.require(actor, "run", schedule)
+        if given is not None:
             _need_arguments_allowed(actor, schedule, what)
         if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
             raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
@@ -179,13 +179,14 @@ def run_now(
 
 
 def _need_arguments_allowed(actor: Any, schedule: Schedule, what: str) -> None:
-    """A run-now with arguments of its own: ``change`` on the schedule, and a job offered at
-    run time (a grant never reaches a job whose code did not offer it)."""
+    """A run-now with arguments of its own: ``change`` on the schedule besides ``run``, and a
+    job offered at run time (a grant never reaches a job whose code did not offer it)."""
     if not permissions.allowed(actor, "change", schedule):
         raise permissions.Forbidden(
             f"{what}: args: {getattr(actor, 'username', actor)!s} may not give a run "
             "arguments of its own: that needs the change_schedule permission on the schedule "
-            "or its tenant (run now without arguments needs only run_schedule)"
+            "or its tenant besides run_schedule (run now without arguments needs only "
+            "run_schedule)"
         )
     problem = registry.runtime_problem(schedule.job)
     if problem is not None:
