@@ -287,6 +287,7 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
     sortable_by = ["scheduled_at"]
     # Any range of scheduled instants (docs/operations.md): one range of its index.
     declared_lookups = ("scheduled_at__gte", "scheduled_at__lt")
+    declared_instants = declared_lookups  # read as UTC when they name no offset
     inlines = [AttemptInline]
     actions = ["replay", "cancel"]
 

@@ -104,6 +104,17 @@ def lookup_declared(model_admin: Any, lookup: str, request: HttpRequest | None) 
     return False
 
 
+def _utc_instant(key: str, value: str) -> datetime:
+    """A declared range bound of a list (``?scheduled_at__gte=``) as an aware instant: an ISO
+    date or date-time, read as UTC when it names no offset, so no list depends on the
+    configured zone. Anything else redirects with ``?e=1``, as a bad filter value does."""
+    try:
+        instant = datetime.fromisoformat(value.strip())
+    except ValueError as error:
+        raise IncorrectLookupParameters(f"{key}: not an ISO date or date-time") from error
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+
+
 class BoundedChangeList(ChangeList):
     """Every django_jobs list: its query string filters only through its declared filters,
     and its count says when it is an estimate (``count_estimated``), made exact when the page
@@ -125,6 +136,8 @@ class BoundedChangeList(ChangeList):
                 f"{self.opts.verbose_name_plural}: filtering by {undeclared[0][:80]!r} is not "
                 "allowed: not a filter of this list"
             )
+        for key in remaining.keys() & set(getattr(self.model_admin, "declared_instants", ())):
+            remaining[key] = [_utc_instant(key, value) for value in remaining[key]]
         return specs, has_filters, remaining, duplicates, active
 
     def get_results(self, request: HttpRequest) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import Client
+from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from guardian.shortcuts import assign_perm
@@ -112,6 +112,22 @@ def test_the_date_filter_is_a_range_from_the_injected_now(root, rows) -> None:
         assert listed(root, "?scheduled=month") == today
     since = urlencode({"scheduled_at__gte": (T0 + timedelta(minutes=3)).isoformat()})
     assert listed(root, f"?{since}") == ids(rows, "globex+4", "acme+3")
+
+
+@override_settings(TIME_ZONE="Asia/Tokyo")
+def test_a_range_bound_without_an_offset_is_read_as_utc_not_in_the_configured_zone(
+    root, rows
+) -> None:
+    """Nine hours east, 12:02:30 would be 03:02:30 UTC: the dead one alone."""
+    before = ids(rows, "acme+2", "acme+1", "dead")
+    assert listed(root, "?scheduled_at__lt=2026-03-01T12:02:30") == before
+    assert listed(root, "?scheduled_at__lt=2026-03-01T21:02:30%2B09:00") == before
+    assert listed(root, "?scheduled_at__gte=2026-03-01") == ids(
+        rows, "globex+4", "acme+3", "acme+2", "acme+1"
+    )
+    response = root.get(reverse("admin:django_jobs_occurrence_changelist") + "?scheduled_at__gte=x")
+    assert response.status_code == 302
+    assert response.url.endswith("?e=1")
 
 
 def test_search_by_id_is_exact_and_by_key_matches_a_part(root, rows) -> None:
