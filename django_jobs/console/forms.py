@@ -6,7 +6,9 @@ gets, shown on the field it names. Instants are ISO 8601, in UTC unless they car
 
 Its jobs are those offered at run time (``registry.runtime_names``). A schedule's arguments
 are shown redacted, as its page shows them, never raw: what the operator leaves as shown keeps
-the stored value (``kept_where_shown``), what they change replaces it.
+the stored value (``kept_where_shown``), what they change replaces it. A kept value with
+something hidden in it must stay hidden in the saved arguments, and stays with its job: a
+change of job needs it typed again.
 """
 
 from __future__ import annotations
@@ -229,7 +231,8 @@ class ScheduleForm(forms.Form):
         if self.record is None or not self.record.args:
             return given
         try:
-            return kept_where_shown(given, self.record.args)
+            job = self.cleaned_data.get("job", self.record.job)
+            return kept_where_shown(given, self.record.args, job=job, stored_job=self.record.job)
         except ValueError as exc:
             raise forms.ValidationError(f"arguments: {exc}") from None
 
@@ -316,44 +319,100 @@ def shown_arguments(args: dict[str, Any]) -> str:
     return redacted(args) if args else ""
 
 
-def kept_where_shown(given: dict[str, Any], stored: dict[str, Any]) -> dict[str, Any]:
+def kept_where_shown(
+    given: dict[str, Any], stored: dict[str, Any], *, job: str = "", stored_job: str = ""
+) -> dict[str, Any]:
     """The arguments to save from ``given`` (what the form sent) and ``stored`` (the record's):
     a value left as the form showed it (``shown_arguments``, redacted) keeps its stored value,
     so saving never writes ``[redacted]`` over a secret; a changed one replaces it; a key
-    removed is removed. A changed value that still holds ``[redacted]`` is refused
-    (``ValueError``, naming where): it would store the marker, not the secret."""
+    removed is removed. Refused (``ValueError``, naming where):
+
+    - a changed value that still holds ``[redacted]``: it would store the marker, not the secret;
+    - a value kept with something hidden in it that the saved arguments would show (it was
+      hidden because of a neighbour the edit changed: an AWS secret beside its key id);
+    - a value kept with something hidden in it while ``job`` is not ``stored_job``: a secret
+      is given to the job it was stored for, never to one the editor picks."""
     shown, problem = json_text(shown_arguments(stored))
     if problem is not None or not isinstance(shown, dict):
         shown = None  # the redaction cut through JSON: nothing is kept unless typed again
-    kept: dict[str, Any] = _kept(given, shown, stored, "args")
-    return kept
+    hidden: list[tuple[str | int, ...]] = []  # where a kept value had something hidden
+    merged: dict[str, Any] = _kept(given, shown, stored, (), hidden)
+    if hidden and job != stored_job:
+        raise ValueError(
+            f"{_where(hidden[0])} is kept as stored for job {stored_job!r}, but the job is "
+            f"now {job!r}: type it again to give it to another job"
+        )
+    again, problem = json_text(shown_arguments(merged))
+    for at in hidden:
+        if problem is not None or _at(again, at) != _at(shown, at):
+            raise ValueError(
+                f"{_where(at)} was hidden because of the values beside it, which this edit "
+                "changes, so saving would show it: type it again or leave its neighbours "
+                "unchanged"
+            )
+    return merged
 
 
-def _kept(given: Any, shown: Any, stored: Any, path: str) -> Any:
+def _kept(given: Any, shown: Any, stored: Any, at: tuple[str | int, ...], hidden: list[Any]) -> Any:
     if shown is not None and given == shown:
+        _hidden_in(shown, stored, at, hidden)
         return stored  # unchanged as shown: the stored value, secrets and all
     if isinstance(given, dict) and isinstance(shown, dict) and isinstance(stored, dict):
         return {
-            k: _kept(v, shown[k], stored[k], f"{path}[{k!r}]")
+            k: _kept(v, shown[k], stored[k], (*at, k), hidden)
             if k in shown and k in stored
-            else _typed(v, f"{path}[{k!r}]")
+            else _typed(v, (*at, k))
             for k, v in given.items()
         }
     lists = all(isinstance(v, list) for v in (given, shown, stored))
     if lists and len(given) == len(shown) == len(stored):
         return [
-            _kept(g, sh, st, f"{path}[{n}]")
+            _kept(g, sh, st, (*at, n), hidden)
             for n, (g, sh, st) in enumerate(zip(given, shown, stored, strict=True))
         ]
-    return _typed(given, path)
+    return _typed(given, at)
 
 
-def _typed(value: Any, path: str) -> Any:
+def _hidden_in(shown: Any, stored: Any, at: tuple[str | int, ...], hidden: list[Any]) -> None:
+    """Add to ``hidden`` each place (the deepest one) where ``shown`` hides part of ``stored``."""
+    if shown == stored:
+        return
+    if isinstance(shown, dict) and isinstance(stored, dict) and shown.keys() == stored.keys():
+        for k in shown:
+            _hidden_in(shown[k], stored[k], (*at, k), hidden)
+    elif isinstance(shown, list) and isinstance(stored, list) and len(shown) == len(stored):
+        for n, (sh, st) in enumerate(zip(shown, stored, strict=True)):
+            _hidden_in(sh, st, (*at, n), hidden)
+    else:
+        hidden.append(at)
+
+
+def _typed(value: Any, at: tuple[str | int, ...]) -> Any:
     """A value the operator typed (not left as shown): refused if it still holds the marker."""
     if REDACTED in json.dumps(value, ensure_ascii=False):
         raise ValueError(
-            f"{path} holds {REDACTED} but is not the value shown: type the whole value again"
+            f"{_where(at)} holds {REDACTED} but is not the value shown: type the whole value again"
         )
+    return value
+
+
+def _where(at: tuple[str | int, ...]) -> str:
+    """A place in the arguments as a message names it: ``args['aws'][1]``."""
+    return "args" + "".join(f"[{step!r}]" for step in at)
+
+
+_NOWHERE = object()
+
+
+def _at(value: Any, at: tuple[str | int, ...]) -> Any:
+    """What ``value`` holds at ``at`` (``_NOWHERE`` if it holds nothing there)."""
+    for step in at:
+        if isinstance(step, int):
+            if not isinstance(value, list) or step >= len(value):
+                return _NOWHERE
+        elif not isinstance(value, dict) or step not in value:
+            return _NOWHERE
+        value = value[step]
     return value
 
 
