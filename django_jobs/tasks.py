@@ -15,9 +15,11 @@ commit. The result id is the occurrence's identity.
 
 The handler trusts an occurrence's arguments only as far as their writer: it runs only the
 occurrences of its alias's policy record (what ``JobsBackend.enqueue`` writes; a run-time
-schedule or run-now can never name the alias's job, ``registry.runtime_problem``), and it
-never imports the task path it reads: the path only selects a ``Task`` object of this
-backend alias that the process has already defined (``known_task``).
+schedule or run-now can never name the alias's job, ``registry.runtime_problem``), and the
+task path it reads selects a ``Task`` object of this backend alias that the process defined,
+or whose path ``JobsBackend.enqueue`` recorded for the alias (``TaskPath``: the path the
+``Task`` object reported, never one read from arguments). It never imports any other path
+(``known_task``).
 """
 
 from __future__ import annotations
@@ -82,8 +84,6 @@ task_finished: Any = _names["task_finished"]
 task_started: Any = _names["task_started"]
 normalize_json: Any = _names["normalize_json"]
 
-JOB_PREFIX = TASKS_JOB_PREFIX
-
 
 class TaskArgumentsError(JobsError, TypeError):
     """A task's arguments JSON cannot hold (a ``TypeError``, as the framework raises)."""
@@ -91,12 +91,13 @@ class TaskArgumentsError(JobsError, TypeError):
 
 class TaskRefused(PermanentFailure):
     """An occurrence the handler does not run (dead at once, no retry): not of its alias's
-    policy record, or naming no task of the alias that the process defined."""
+    policy record, or naming no task of the alias that the process defined or whose path was
+    recorded at enqueue."""
 
 
 def job_name(alias: str) -> str:
     """The job that runs the tasks of backend ``alias``."""
-    return f"{JOB_PREFIX}{alias}"
+    return f"{TASKS_JOB_PREFIX}{alias}"
 
 
 @dataclass(frozen=True)
@@ -204,18 +205,14 @@ def _own_alias(run: Run) -> str:
     """The alias whose policy record holds the occurrence ``run`` runs: the only records
     ``JobsBackend.enqueue`` writes into (the default tenant, key ``@django_jobs.tasks:<alias>``,
     origin ``enqueue``). Anything else naming the job is refused (``TaskRefused``)."""
-    from .models import Occurrence, Origin
-    from .services.enqueue import policy_key
+    from .models import Origin
+    from .services.enqueue import ScheduleOf, policy_key, schedule_of
 
-    record = (
-        Occurrence.objects.filter(pk=run.occurrence_key)
-        .values_list("schedule__tenant", "schedule__key", "schedule__job", "schedule__origin")
-        .first()
-    )
-    tenant, key, job, origin = record or ("", "", "", "")
-    alias = job.removeprefix(JOB_PREFIX)
+    record = schedule_of(run.occurrence_key) or ScheduleOf(tenant="", key="", job="", origin="")
+    tenant, key, job, origin = record.tenant, record.key, record.job, record.origin
+    alias = job.removeprefix(TASKS_JOB_PREFIX)
     if (
-        not job.startswith(JOB_PREFIX)
+        not job.startswith(TASKS_JOB_PREFIX)
         or tenant != ""
         or key != policy_key(job)
         or origin != Origin.ENQUEUE
@@ -234,27 +231,67 @@ _discovered = False
 
 
 def known_task(path: object, alias: str) -> Any:
-    """The ``Task`` of backend ``alias`` at ``path`` (its ``module_path``) that this process
-    defined, or ``TaskRefused``. ``path`` is read from arguments, so it is never imported: it
-    only looks up a module the process has already imported (after importing, once, each
-    installed app's ``tasks`` module, as ``jobs`` modules are found), and the object there
-    must be a ``Task`` of this alias at that very path."""
-    global _discovered
+    """The ``Task`` of backend ``alias`` at ``path`` (its ``module_path``), or ``TaskRefused``.
+
+    ``path`` is read from arguments, so it is imported only if ``JobsBackend.enqueue`` recorded
+    it for ``alias``:
+
+    1. A module the process has already imported is looked up (after importing, once, each
+       installed app's ``tasks`` module, as ``jobs`` modules are found).
+    2. Otherwise, if the path is recorded for ``alias`` (``TaskPath``, written at enqueue from
+       the ``Task`` object itself), its module is imported: a task may live in any module, one
+       the worker never imports on its own included. An unrecorded path is never imported.
+    3. The object found must be a ``Task`` of this alias at that very path.
+    """
     found = _defined(path)
-    if found is None and not _discovered:
-        with _discovery:
-            if not _discovered:
-                autodiscover_modules("tasks")
-                _discovered = True
+    if found is None:
+        _discover()
         found = _defined(path)
+    if found is None and isinstance(path, str) and _recorded(path, alias):
+        found = _imported(path)
     if not isinstance(found, Task) or found.module_path != path:
         raise TaskRefused(
-            f"{str(path)[:200]!r} is not a task this process defined: define @task functions "
-            "in an installed app's tasks module (or one it imports)"
+            f"{str(path)[:200]!r} is not a task this process defined or JobsBackend.enqueue "
+            f"recorded for backend {alias!r}: enqueue @task functions through the backend"
         )
     if found.backend != alias:
         raise TaskRefused(f"task {path} belongs to backend {found.backend!r}, not {alias!r}")
     return found
+
+
+def _discover() -> None:
+    """Import each installed app's ``tasks`` module, once per process."""
+    global _discovered
+    if _discovered:
+        return
+    with _discovery:
+        if not _discovered:
+            autodiscover_modules("tasks")
+            _discovered = True
+
+
+def _recorded(path: str, alias: str) -> bool:
+    from .services.enqueue import task_path_recorded
+
+    return task_path_recorded(alias, path)
+
+
+def _imported(path: str) -> object:
+    """The object at the recorded ``path``, its module imported; None if there is no such
+    module (any more: the refusal names the path). Any other error importing it is the
+    module's own (a dependency it imports is missing, say): the run fails and is retried as
+    any run's."""
+    module_name, _, name = path.rpartition(".")
+    if not module_name:
+        return None
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name == missing or module_name.startswith(f"{missing}."):
+            return None
+        raise
+    return vars(module).get(name)
 
 
 def _defined(path: object) -> object:
@@ -351,7 +388,7 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """One occurrence of this alias's job, in the caller's transaction (see the module)."""
         from .services import now
-        from .services.enqueue import enqueue
+        from .services.enqueue import enqueue_task
 
         self.validate_task(task)
         enqueued_at = now()
@@ -372,8 +409,13 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
             "run_after": task.run_after.isoformat() if task.run_after else None,
             "enqueued_at": enqueued_at.isoformat(),
         }
-        done = enqueue(
-            job_name(self.alias), args=payload, at=task.run_after, priority=task.priority
+        done = enqueue_task(
+            job_name(self.alias),
+            alias=self.alias,
+            path=task.module_path,
+            args=payload,
+            at=task.run_after,
+            priority=task.priority,
         )
         result = TaskResult(
             task=task,

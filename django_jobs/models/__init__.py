@@ -2,9 +2,10 @@
 
 Occurrence and lease state is written only by `django_jobs.store`; these classes declare fields,
 constraints and indexes, and validate schedule records. One module per noun: ``schedules``,
-``occurrences``, ``access`` (grants and the audit trail) and ``fleet`` (replicas, retention,
-the last sync). Django finds the models here: every one is imported below, and every name
-is importable from ``django_jobs.models`` as before.
+``occurrences``, ``access`` (grants and the audit trail), ``fleet`` (replicas, retention,
+the last sync) and ``task_paths`` (the task paths the Tasks backend enqueued). Django finds
+the models here: every one is imported below, and every name is importable from
+``django_jobs.models`` as before.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .schedules import (
     Schedule,
     ScheduleStatus,
 )
+from .task_paths import TaskPath
 
 __all__ = [
     "CLAIMABLE_STATES",
@@ -57,6 +59,7 @@ __all__ = [
     "SkipReason",
     "Step",
     "SyncState",
+    "TaskPath",
     "TenantGrant",
     "Trigger",
 ]

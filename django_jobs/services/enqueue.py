@@ -7,7 +7,8 @@ record* in its tenant: a ``Schedule`` row of origin ``enqueue`` and timing ``enq
 planned), keyed ``@<job>``, whose policies are the job's ``@job(...)`` ones
 (``registry.JobPolicies``; ``jobs sync`` keeps them equal) and whose ``Limit`` is the job's
 retention. The first enqueue of a job in a tenant creates it; every later one is one
-statement (``store.enqueue``). docs/data-model.md explains the design.
+statement (``store.enqueue``). docs/data-model.md explains the design. ``enqueue_task`` is the
+Tasks backend's: the same, with the enqueued ``Task``'s path recorded in that statement.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..declarations import TENANT_PATTERN
 from ..exceptions import JobsError
 from ..identity import enqueued_id
 from ..models import Limit, Occurrence, Origin, Schedule, ScheduleStatus
+from ..models.task_paths import TASK_PATH_MAX_CHARS
 from ..registry import JobHandler, registry
 from ..scheduling.policies import MAX_DURATION, Misfire, Overlap, TimingKind
 from ..scheduling.timing import instant_problem
@@ -86,7 +88,83 @@ def enqueue(
 
     Raises ``JobsError`` naming the job and the field for bad input; nothing is written then.
     """
-    handler = _handler(job)
+    return _enqueue(
+        _handler(job), args=args, at=at, after=after, key=key, tenant=tenant, priority=priority
+    )
+
+
+def enqueue_task(
+    job: str,
+    *,
+    alias: str,
+    path: str,
+    args: dict[str, Any],
+    at: datetime | None,
+    priority: int | None,
+) -> Enqueued:
+    """What ``JobsBackend.enqueue`` (backend ``alias``) writes: ``enqueue()`` of the alias's
+    job ``job``, with the ``Task``'s ``path`` recorded for ``alias`` (``TaskPath``) in the
+    same statement. Only the backend calls it, with the path the ``Task`` object reports,
+    never one read from arguments: the Tasks handler imports no other path
+    (``tasks.known_task``). Raises ``JobsError`` naming the task for a path that cannot be
+    one."""
+    if not path or len(path) > TASK_PATH_MAX_CHARS:
+        raise JobsError(
+            f"enqueue of task {path[:200]!r} (backend {alias!r}): task: a module path of 1-"
+            f"{TASK_PATH_MAX_CHARS} characters"
+        )
+    return _enqueue(
+        registry.get(job),
+        args=args,
+        at=at,
+        after=None,
+        key=None,
+        tenant="",
+        priority=priority,
+        task=(alias, path),
+    )
+
+
+def task_path_recorded(alias: str, path: str) -> bool:
+    """Whether ``path`` was recorded for the Tasks backend alias ``alias`` (``enqueue_task``):
+    the only paths the Tasks handler may import."""
+    return store.task_path_recorded(alias, path)
+
+
+@dataclass(frozen=True)
+class ScheduleOf:
+    """The schedule (a policy record or not) an occurrence hangs off, as the Tasks handler
+    checks it: its tenant, key, job and origin."""
+
+    tenant: str
+    key: str
+    job: str
+    origin: str
+
+
+def schedule_of(occurrence_id: UUID | str) -> ScheduleOf | None:
+    """The schedule of occurrence ``occurrence_id``, or ``None`` if there is no such
+    occurrence."""
+    record = (
+        Occurrence.objects.filter(pk=occurrence_id)
+        .values_list("schedule__tenant", "schedule__key", "schedule__job", "schedule__origin")
+        .first()
+    )
+    return None if record is None else ScheduleOf(*record)
+
+
+def _enqueue(
+    handler: JobHandler,
+    *,
+    args: dict[str, Any] | None,
+    at: datetime | None,
+    after: timedelta | None,
+    key: str | None,
+    tenant: str,
+    priority: int | None,
+    task: tuple[str, str] | None = None,
+) -> Enqueued:
+    """``enqueue()`` of ``handler``'s job; with ``task`` (alias, path), ``enqueue_task``'s."""
     name = handler.name
     given, problem = arguments(args)
     if problem is not None:
@@ -96,6 +174,8 @@ def enqueue(
     when = _instant(name, at=at, after=after, now=now)
     identity = enqueued_id(tenant, name, key) if key is not None else uuid4()
 
+    path = None if task is None else store.TaskPathRecord(alias=task[0], path=task[1], at=now)
+
     def write() -> store.EnqueueWrite | None:
         return store.enqueue(
             identity,
@@ -104,6 +184,7 @@ def enqueue(
             at=when,
             args=given or {},
             priority=priority,
+            task=path,
         )
 
     written = write()

@@ -37,7 +37,7 @@ from .completion import (
 )
 from .console import due_work, outcomes_by_bucket, schedule_lines
 from .declared import copy_in, reserve_schedule_ids
-from .enqueue import EnqueueWrite, enqueue
+from .enqueue import EnqueueWrite, TaskPathRecord, enqueue, task_path_recorded
 from .leases import hold, mark_started, renew
 from .metrics import Buckets, Window, dead_letters, due_backlog, oldest_due, recent_window
 from .operator import cancel_occurrence, cancel_running, replay
@@ -118,6 +118,7 @@ __all__ = [
     "PlanningContext",
     "ScheduleName",
     "Skipped",
+    "TaskPathRecord",
     "Unreadable",
     "Window",
     "WriteResult",
@@ -173,6 +174,7 @@ __all__ = [
     "schedule_lines",
     "schedules_with_limits",
     "step_done",
+    "task_path_recorded",
     "try_retention_lock",
     "withdraw_planned_ahead",
     "write_plan",

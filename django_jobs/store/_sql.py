@@ -33,6 +33,7 @@ from ..models import (
     ScheduleStatus,
     SkipReason,
     Step,
+    TaskPath,
     Trigger,
 )
 from ..scheduling.policies import Overlap, TimingKind
@@ -50,6 +51,7 @@ _MODELS = {
     "consumed": ConsumedOneOff,
     "replica": Replica,
     "retention_state": RetentionState,
+    "task_path": TaskPath,
 }
 TABLES = {name: model._meta.db_table for name, model in _MODELS.items()}
 
