@@ -155,25 +155,39 @@ class Calendar:
         return self
 
     def _refuse_long_runs(self) -> None:
-        """Refuse ``MAX_RUN`` consecutive excluded days. Weekends and public holidays alone
-        never make such a run, so only runs through explicit dates are walked, each once."""
+        """Refuse ``MAX_RUN`` consecutive excluded days (``longest_run``)."""
+        length, first = self._longest_run_through(self.dates)
+        if length >= MAX_RUN:
+            raise InvalidTiming(
+                FIELD,
+                f"the calendar excludes every day from {first.isoformat()} for "
+                f"{MAX_RUN} days or more: there is no business day to run on",
+            )
+
+    def longest_run(self) -> int:
+        """The most consecutive excluded days (at most ``MAX_RUN``): what an occurrence moved
+        off an excluded date (``on_excluded="next"``/``"previous"``) may cross, so what
+        evaluating one day of a rule may walk. Runs through explicit dates are walked exactly;
+        runs of weekends and public holidays alone are looked for in the years the holiday
+        data covers (``HOLIDAY_YEARS``). Computed once per calendar."""
+        return _longest_run(self)
+
+    def _longest_run_through(self, starts: Iterable[dt.date]) -> tuple[int, dt.date]:
+        """The longest run of excluded days through any of ``starts`` (sorted), at most
+        ``MAX_RUN`` long, and its first day: each run walked once."""
         day_ = dt.timedelta(days=1)
-        walked_to = dt.date.min
-        for day in self.dates:
-            if day <= walked_to:
+        walked_to, longest = dt.date.min, (0, dt.date.min)
+        for day in starts:
+            if day <= walked_to or not self.excluded(day):
                 continue
             first = last = day
             while (last - first).days + 1 < MAX_RUN and self.excluded(first - day_):
                 first -= day_
             while (last - first).days + 1 < MAX_RUN and self.excluded(last + day_):
                 last += day_
-            if (last - first).days + 1 >= MAX_RUN:
-                raise InvalidTiming(
-                    FIELD,
-                    f"the calendar excludes every day from {first.isoformat()} for "
-                    f"{MAX_RUN} days or more: there is no business day to run on",
-                )
+            longest = max(longest, ((last - first).days + 1, first), key=lambda run: run[0])
             walked_to = last
+        return longest
 
     @property
     def empty(self) -> bool:
@@ -233,6 +247,24 @@ class Calendar:
         if len(parts) == 1:
             return parts[0]
         return ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+# The years whose public holidays ``Calendar.longest_run`` looks through: the holidays
+# package's data covers up to 2100 for most countries, and a year of holidays costs well under
+# a millisecond to list.
+HOLIDAY_YEARS = range(FIRST_DATE.year, 2101)
+
+
+@functools.lru_cache(maxsize=1024)
+def _longest_run(excluded: Calendar) -> int:
+    """``Calendar.longest_run``: cached, as planning reads the same calendars every pass."""
+    starts: set[dt.date] = set(excluded.dates)
+    for source in excluded.holidays:
+        for year in HOLIDAY_YEARS:
+            starts.update(_holiday_dates(source.country, source.subdiv, year))
+    if excluded.weekends:  # weekends alone: two days; a run longer than that has a holiday
+        starts.add(dt.date(1970, 1, 3))  # a Saturday
+    return max(2 if excluded.weekends else 0, excluded._longest_run_through(sorted(starts))[0])
 
 
 WEEKENDS = Calendar(weekends=True)

@@ -79,7 +79,7 @@ _TICK = timedelta(microseconds=1)
 
 
 @functools.cache
-def _minutes_of_day(expr: str) -> tuple[int, ...] | None:
+def minutes_of_day(expr: str) -> tuple[int, ...] | None:
     """The minutes of a matching day (``hour * 60 + minute``) at which ``expr`` matches, in
     order: the same on every matching day. ``None`` if croniter cannot expand the fields."""
     try:
@@ -99,7 +99,7 @@ def count(expr: str, after: datetime, until: datetime) -> int:
     them: a step per matching day (croniter walks the day fields), and on each the minutes of
     the day that match are counted by bisection. A per-minute expression over a year costs
     365 steps, not 525,600."""
-    minutes = _minutes_of_day(expr)
+    minutes = minutes_of_day(expr)
     if minutes is None:
         return sum(1 for _ in wall_times(expr, after, until))
     first = after.replace(second=0, microsecond=0) + _MINUTE  # wall times are whole minutes

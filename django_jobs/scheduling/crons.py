@@ -111,7 +111,7 @@ class Cron:
     def per_day(self) -> int:
         """The most wall times the expression matches on one date: its minutes times its
         hours, counted from the fields (``cron.count``'s minutes of a day)."""
-        minutes = cronlib._minutes_of_day(self.expr)
+        minutes = cronlib.minutes_of_day(self.expr)
         return MAX_INSTANTS_PER_DAY if minutes is None else len(minutes)
 
     @property

@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 
 from ..clock import ensure_aware_utc
 from . import recurrence_words
+from .calendars import FIELD as CALENDAR_FIELD
 from .calendars import MAX_RUN, Calendar, calendar
 from .policies import OnExcluded, RepeatedTime, SkippedTime, TimingKind
 from .recurrences import (
@@ -34,7 +35,7 @@ from .recurrences import (
     Recurrence,
     parse,
 )
-from .timing import InvalidTiming, bounds, wall_clock_fields
+from .timing import MAX_INSTANTS_PER_DAY, InvalidTiming, bounds, wall_clock_fields
 from .wall_clock import WALL_MARGIN, check_wall_clock, chosen_choices, is_utc
 from .zones import resolve, zone
 
@@ -55,6 +56,13 @@ __all__ = [
     "parse",
     "rrule",
 ]
+
+# The most wall times counting one day of a rule may walk. With occurrences moved off excluded
+# dates, the instants of a day come from the run of excluded days before it (``"next"``) or
+# after it (``"previous"``) too, each walked: ``per_day x (longest run + 1)`` wall times. A
+# densest rule (one a minute) may then cross a week of excluded days: counting a day walks at
+# most 11,520 wall times, some tens of milliseconds, well inside a plan pass's budget.
+MAX_WALLS_PER_DAY = 8 * MAX_INSTANTS_PER_DAY
 
 _MOVES = {
     OnExcluded.SKIP: "",
@@ -103,6 +111,8 @@ class RRule:
             raise InvalidTiming(
                 "timing.on_excluded", "moves occurrences off excluded dates: give exclude= too"
             )
+        if excluded is not None and self.on_excluded != OnExcluded.SKIP:
+            _check_moves(recurrence, excluded)
         for name, value in (
             ("skipped", skipped),
             ("repeated", repeated),
@@ -184,12 +194,24 @@ class RRule:
         tz = zone(self.zone)
         pending: list[dt.datetime] = []
         last = None
+        day, moved = None, None  # the date of the last wall time, and where it runs
+        landed: set[dt.datetime] = set()  # wall times already moved to ``moved``
         for wall in self.recurrence.walls_from(self._first_wall(_wall(start, tz) - WALL_MARGIN)):
-            moved = self._moved_date(wall.date())
+            if wall.date() != day:
+                day, target = wall.date(), self._moved_date(wall.date())
+                if target != moved:
+                    landed.clear()
+                moved = target
             if moved is not None:
-                for instant in self._resolve(dt.datetime.combine(moved, wall.time()), tz):
-                    if instant >= start:
-                        heapq.heappush(pending, instant)
+                # A run of excluded dates moves to one date: the same wall time from each of
+                # them is one instant, resolved once.
+                moved_wall = dt.datetime.combine(moved, wall.time())
+                if moved_wall not in landed:
+                    if moved != day:
+                        landed.add(moved_wall)
+                    for instant in self._resolve(moved_wall, tz):
+                        if instant >= start:
+                            heapq.heappush(pending, instant)
             floor = self._floor(wall, moved, tz)
             while pending and pending[0] < floor:
                 instant = heapq.heappop(pending)
@@ -267,6 +289,22 @@ class RRule:
         if self.calendar is not None:
             text += f", excluding {self.calendar.describe()}{_MOVES[self.on_excluded]}"
         return text
+
+
+def _check_moves(recurrence: Recurrence, excluded: Calendar) -> None:
+    """``InvalidTiming`` (``timing.exclude``) if moving occurrences off ``excluded``'s runs of
+    dates makes counting one day walk more than ``MAX_WALLS_PER_DAY`` wall times."""
+    per_day, run = recurrence.per_day(), excluded.longest_run()
+    walls = per_day * (run + 1)
+    if walls > MAX_WALLS_PER_DAY:
+        raise InvalidTiming(
+            CALENDAR_FIELD,
+            f"moving occurrences off {run} consecutive excluded days of a rule of up to "
+            f"{per_day:,} instants a day walks up to {walls:,} wall times for one day; at most "
+            f"{MAX_WALLS_PER_DAY:,} are allowed: exclude fewer consecutive days (at most "
+            f"{MAX_WALLS_PER_DAY // per_day - 1} for this rule), use on_excluded='skip', "
+            "or a sparser rule",
+        )
 
 
 def _wall(instant: dt.datetime, tz: ZoneInfo) -> dt.datetime:
