@@ -27,11 +27,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from ..clock import ensure_aware_utc
 from .policies import Misfire, Overlap
 from .rrules import MAX_WALLS_PER_DAY, RRule
-from .timings import At, Every, Timing, neighbours
+from .timings import At, Every, Timing
 
 SKIP_RECORD_CAP = 100
 # The most missed instants a schedule may replay (declarations refuse more; a row that says
@@ -197,7 +198,7 @@ def plan(request: PlanRequest) -> PlanDecision:
         # Count the head first, up to the pass's deadline; it is all skipped if at least
         # ``keep`` missed instants follow it (counted back from ``late_before``).
         counted = _counted(timing, start, start + HEAD_WINDOW, request.expired)
-        if _at_least(timing, counted[1], late_before, keep):
+        if _at_least(timing, counted.reached, late_before, keep):
             return _head_only(timing, start, counted, now=now)
     missed = _missed(timing, start, late_before, keep, request.expired, now=now)
     if isinstance(missed, PlanDecision):
@@ -265,37 +266,51 @@ def _at_least(timing: Timing, start: datetime, end: datetime, count: int) -> boo
     return False
 
 
+class _Counted(NamedTuple):
+    """What ``_counted`` found: how many ``instants``, where it stopped (``reached``), and the
+    last chunk that held one (``last_chunk``: its bounds, or None)."""
+
+    instants: int
+    reached: datetime
+    last_chunk: tuple[datetime, datetime] | None
+
+
 def _counted(
     timing: Timing, start: datetime, end: datetime, expired: Callable[[], bool]
-) -> tuple[int, datetime]:
+) -> _Counted:
     """The instants in ``[start, end)``, counted a ``COUNT_CHUNK`` at a time until the pass's
     deadline (after the first chunk); the count and where it stopped (``end``: all)."""
-    count, lo = 0, start
+    count, lo, last_chunk = 0, start, None
     while lo < end:
         hi = min(end, lo + COUNT_CHUNK)
-        count += timing.count_between(lo, hi)
+        found = timing.count_between(lo, hi)
+        if found:
+            count, last_chunk = count + found, (lo, hi)
         lo = hi
         if expired():
             break
-    return count, lo
+    return _Counted(count, lo, last_chunk)
 
 
 def _head_only(
-    timing: Timing, start: datetime, counted: tuple[int, datetime], *, now: datetime
+    timing: Timing, start: datetime, counted: _Counted, *, now: datetime
 ) -> PlanDecision:
     """A pass over ``[start, reached)`` of a long gap (``counted``: how many instants it
     holds, and ``reached``), all skipped whatever the policy (at least ``keep`` missed
     instants follow them): summarised by count and range, the recovery point moved to
-    ``reached``, and the schedule due again at once."""
-    count, reached = counted
+    ``reached``, and the schedule due again at once.
+
+    The last instant summarised is listed from the last chunk that held one: a search back
+    from ``reached`` (``neighbours``) could list many days of a dense rule whose occurrences
+    a run of excluded days moved away."""
     summary = None
-    if count:
+    if counted.instants:
+        assert counted.last_chunk is not None
         first = next(iter(timing.iter_from(start)))
-        last, _ = neighbours(timing, reached)
-        assert last is not None
-        summary = SkipSummary(count, first, last)
+        last = timing.between(*counted.last_chunk)[-1]
+        summary = SkipSummary(counted.instants, first, last)
     return PlanDecision(
-        summary=summary, last_scheduled_at=reached - _TICK, next_due_at=now, more=True
+        summary=summary, last_scheduled_at=counted.reached - _TICK, next_due_at=now, more=True
     )
 
 
@@ -331,11 +346,11 @@ def _missed(
         tail = timing.between(lo, hi) + tail
         window = _grown(window, end - lo, len(tail), keep + 1)
     if lo > start:  # more before the tail: counted
-        before, reached = _counted(timing, start, lo, expired)
-        if reached < lo:  # all before more than ``keep`` missed ones: skipped, summarised
-            return _head_only(timing, start, (before, reached), now=now)
-        if before:
-            missed.add_count(before, next(iter(timing.iter_from(start))))
+        before = _counted(timing, start, lo, expired)
+        if before.reached < lo:  # all before more than ``keep`` missed ones: skipped, summarised
+            return _head_only(timing, start, before, now=now)
+        if before.instants:
+            missed.add_count(before.instants, next(iter(timing.iter_from(start))))
     for instant in tail:
         missed.add(instant)
     return missed

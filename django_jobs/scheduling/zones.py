@@ -50,8 +50,10 @@ def resolve(
 ) -> list[datetime]:
     """The UTC instants at which a naive local ``wall`` time in ``tz`` runs, in order."""
     early, late = _utc(wall, tz, 0), _utc(wall, tz, 1)
+    if early == late:  # one offset either way: neither skipped nor repeated (PEP 495)
+        return [early]
     early_ok, late_ok = _exists(wall, tz, early), _exists(wall, tz, late)
-    if early == late or (early_ok != late_ok):
+    if early_ok != late_ok:
         return [early if early_ok else late]
     if early_ok and late_ok:  # a repeated local time: two instants
         first, last = sorted((early, late))
