@@ -2,7 +2,8 @@
 
 ``Worker`` holds the replica's parts and drives them from one thread:
 
-- ``replica.py``: its id, heartbeat and clock sync; ``cadence.py``: when it plans;
+- ``replica.py``: its id, clock sync, and its heartbeat, written on a thread of its own while
+  this loop shows progress (``Progress``); ``cadence.py``: when it plans;
 - ``claims.py``: claiming for its free run threads; ``threads.py``: the run threads;
   ``starts.py``: starts of runs claimed ahead, written together;
   ``executor.py``: one run and its outcome write; ``completer.py``: completions written in
@@ -35,12 +36,20 @@ from .deadlines import Deadlines, DeadlineWatch
 from .executor import Execution
 from .inflight import ActiveRun, InFlight, RunState
 from .leases import LeaseKeeper
-from .outage import LoopOutage
+from .outage import RETRY_CAP_SECONDS, LoopOutage
 from .outcomes import Outcome, PassSummary, Tally
-from .replica import CLOCK_SAMPLES, Heartbeat, default_replica_id, sync_clock
+from .replica import (
+    CLOCK_SAMPLES,
+    STALL_HEARTBEATS,
+    Heartbeat,
+    HeartbeatKeeper,
+    Progress,
+    default_replica_id,
+    sync_clock,
+)
 from .retention import RetentionKeeper
 from .shutdown import Drain, try_store
-from .supervision import Role, Supervisor
+from .supervision import RESTART_CAP_SECONDS, Role, Supervisor
 from .threads import RunThreads
 from .wakeup import Wakeup, conninfo_from_django
 
@@ -113,6 +122,14 @@ class Worker:
             lease=self.settings.lease,
             drain=self.settings.shutdown_grace
             + timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS),
+        )
+        # The loop's progress, and the thread that writes the heartbeat while it moves.
+        self._progress = Progress(STALL_HEARTBEATS * self.settings.HEARTBEAT_SECONDS)
+        self._heartbeat_keeper = HeartbeatKeeper(
+            self._heartbeat,
+            progress=self._progress,
+            outage=self.outage,
+            supervisor=self.supervisor,
         )
         self._retention: RetentionKeeper | None = None  # started by ``serve``
         self._assemble_runs(jobs)
@@ -254,15 +271,13 @@ class Worker:
 
     # --- one step -------------------------------------------------------------------
 
-    def step(self, *, after_plan: Callable[[], object] | None = None) -> StepResult:
+    def step(self) -> StepResult:
         """Plan what has come due and start as many due occurrences as there are free slots
-        (``claims.Claims``); ``after_plan`` runs between the two (``serve``: the heartbeat,
-        if due, so that it waits for no claim behind a plan pass)."""
+        (``claims.Claims``)."""
         now = self.clock.now()
         if self._cadence.due(now):
             self._cadence.plan(now)
-            if after_plan is not None:
-                after_plan()
+            self._progress.mark()
         if not self.supervisor.guards_alive():
             return StepResult(0, 0)  # nothing new while a guard of the runs is down
         return self._claims.claim(now)
@@ -346,14 +361,19 @@ class Worker:
             )
             self._retention.start()
         self._cadence.plan_now(self.clock.now())
+        self._progress.mark()
+        self._heartbeat_keeper.start()
         log.info("worker.started", replica=self.replica_id, concurrency=self.concurrency)
         while not self.stopping.is_set():
+            self._progress.mark()
             try:
                 sleep = self._serve_step()
             except DatabaseError as exc:
+                self._progress.mark(waiting=RETRY_CAP_SECONDS)  # backing off, not stuck
                 self._outages.pass_failed(exc)
                 continue
             except Exception as exc:  # a bug: the loop's own pass is supervised too
+                self._progress.mark(waiting=RESTART_CAP_SECONDS)
                 if self.supervisor.crashed(Role.LOOP, exc):
                     self.wakeup.wait(self.supervisor.restart_delay(Role.LOOP))
                 continue
@@ -361,28 +381,23 @@ class Worker:
             self.supervisor.recovered(Role.LOOP)
             if self.exit_code:
                 break
+            self._progress.mark(waiting=sleep)
             if self.wakeup.wait(sleep) == "notify":
                 self._cadence.plan_now(self.clock.now())
         return self._shutdown()
 
     def _serve_step(self) -> float:
         """One pass of ``serve``; returns how long to sleep after it (0: a full batch was
-        claimed, more may be due). Deadlines are the watch's (``DeadlineWatch``), never
-        behind this pass's store calls. The heartbeat is written before the plan pass and,
-        if it came due meanwhile, after it: a plan pass is bounded (``PASS_BUDGET_SECONDS``,
-        inside a decision too), so no heartbeat waits for more than one."""
-        self._beat()
-        claimed, asked = self.step(after_plan=self._beat)
+        claimed, more may be due). Deadlines are the watch's (``DeadlineWatch``) and the
+        heartbeat is the heartbeat keeper's (``HeartbeatKeeper``), never behind this pass's
+        store calls."""
+        claimed, asked = self.step()
         return 0.0 if claimed and claimed == asked else self._idle_seconds()
 
-    def _beat(self) -> None:
-        self._heartbeat.beat(ReplicaState.RUNNING, threads=self.threads())
-
     def _idle_seconds(self) -> float:
-        """Sleep until the earliest of: due work (if a thread is free), the next heartbeat,
-        ``POLL_SECONDS``."""
+        """Sleep until the earliest of: due work (if a thread is free), ``POLL_SECONDS``."""
         now = self.clock.now()
-        candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS), self._heartbeat.next_at]
+        candidates = [now + timedelta(seconds=self.settings.POLL_SECONDS)]
         free = self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency
         if free and self.supervisor.guards_alive():  # else nothing is claimed: no spinning
             due = self._cadence.next_work(now)
@@ -402,6 +417,9 @@ class Worker:
 
     def _shutdown(self) -> int:
         log.info("worker.draining", running=len(self.inflight))
+        self._heartbeat_keeper.stopped.set()
+        if self._heartbeat_keeper.is_alive():
+            self._heartbeat_keeper.join(timeout=THREAD_JOIN_SECONDS)
         self._try(
             lambda: self._heartbeat.beat(ReplicaState.DRAINING, force=True, threads=self.threads())
         )

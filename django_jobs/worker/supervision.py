@@ -6,11 +6,12 @@ logged (``thread.crashed``, with the role and the redacted error) and then:
 1. the thread's body runs again after a backoff (0.5 s, 1 s, 2 s ... at most 5 s), at most
    ``MAX_RESTARTS`` times within ``RESTART_WINDOW``;
 2. past that, the role is dead. A role the runs depend on (``STOPS_REPLICA``: the loop, the
-   run threads and the guards) stops the replica safely (``Supervisor.on_failure``): it stops
-   claiming, cancels its runs, cuts off what ignores cancellation after the grace, releases
-   what it can and exits ``EXIT_THREAD_FAILED`` for its supervisor to restart it. Any other
-   (retention, the start-up sync) stays dead while the replica serves on: ``jobs health``
-   fails while it reports one, so a liveness probe restarts it gracefully.
+   run threads, the heartbeat and the guards) stops the replica safely
+   (``Supervisor.on_failure``): it stops claiming, cancels its runs, cuts off what ignores
+   cancellation after the grace, releases what it can and exits ``EXIT_THREAD_FAILED`` for
+   its supervisor to restart it. Any other (retention, the start-up sync) stays dead while
+   the replica serves on: ``jobs health`` fails while it reports one, so a liveness probe
+   restarts it gracefully.
 
 While a thread that guards the runs (``GUARDS``: the lease keeper, the completer, the deadline
 watch) is restarting or dead, the replica claims nothing (``Supervisor.guards_alive``). The
@@ -42,7 +43,8 @@ RESTART_CAP_SECONDS = 5.0
 
 
 class Role(enum.StrEnum):
-    LOOP = "loop"  # plans, claims, heartbeats (the main thread)
+    LOOP = "loop"  # plans and claims (the main thread)
+    HEARTBEAT = "heartbeat"  # the replica's heartbeat, while the loop moves
     RUN = "run"  # the run threads (a pool): a crash is the worker's own error after a run
     LEASE_KEEPER = "lease_keeper"
     COMPLETER = "completer"
@@ -55,8 +57,9 @@ class Role(enum.StrEnum):
 # The threads without which a run could outlive its lease or its deadline, or finish without
 # its completion written: no claim while one of them is not alive.
 GUARDS = frozenset({Role.LEASE_KEEPER, Role.COMPLETER, Role.DEADLINES})
-# The roles whose death stops the replica: without them its runs are not kept or written.
-STOPS_REPLICA = GUARDS | {Role.LOOP, Role.RUN}
+# The roles whose death stops the replica: without them its runs are not kept or written, or
+# (the heartbeat) it would be declared gone while it still holds leases.
+STOPS_REPLICA = GUARDS | {Role.LOOP, Role.RUN, Role.HEARTBEAT}
 
 
 class Status(enum.StrEnum):

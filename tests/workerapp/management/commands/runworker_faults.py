@@ -9,7 +9,9 @@ worker's next ``times`` calls of that statement fail before they run:
 - errors: ``outage`` (the call's own backend is terminated: PostgreSQL's own 57P01 on the
   connection, as a restart or a cut network gives), ``database`` (a real statement the server
   refuses: division by zero, 22012, an error that is not an outage), ``python`` (a
-  ``RuntimeError``: a bug).
+  ``RuntimeError``: a bug), ``hang`` (the statement waits on the server, ``pg_sleep``, for
+  ``JOBS_TEST_HANG_SECONDS`` (default 120): a store call that does not return, as a lock
+  wait gives).
 
 Every error comes from the real server or the real interpreter; nothing about the store is
 faked. Never use it outside the test suite.
@@ -39,14 +41,18 @@ STATEMENTS = {
     "complete": "complete",
     "retention": "try_retention_lock",
 }
-ERRORS = ("outage", "database", "python")
+ERRORS = ("outage", "database", "python", "hang")
+HANG = "JOBS_TEST_HANG_SECONDS"
 
 
 def fail(error: str, statement: str) -> None:
     """Raise the error of kind ``error`` from the real server or interpreter."""
     if error == "python":
         raise RuntimeError(f"fault injected by the test into {statement}")
-    sql = "SELECT pg_terminate_backend(pg_backend_pid())" if error == "outage" else "SELECT 1 / 0"
+    sql = {
+        "outage": "SELECT pg_terminate_backend(pg_backend_pid())",
+        "hang": f"SELECT pg_sleep({float(os.environ.get(HANG, '120'))})",
+    }.get(error, "SELECT 1 / 0")
     with connection.cursor() as cursor:
         cursor.execute(sql)
 
