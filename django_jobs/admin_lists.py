@@ -136,9 +136,10 @@ class BoundedChangeList(ChangeList):
                 f"{self.opts.verbose_name_plural}: filtering by {undeclared[0][:80]!r} is not "
                 "allowed: not a filter of this list"
             )
-        for key in remaining.keys() & set(getattr(self.model_admin, "declared_instants", ())):
-            remaining[key] = [_utc_instant(key, value) for value in remaining[key]]
-        return specs, has_filters, remaining, duplicates, active
+        lookups: dict[str, Any] = remaining  # Django's own: each parameter's values, a list
+        for key in lookups.keys() & set(getattr(self.model_admin, "declared_instants", ())):
+            lookups[key] = [_utc_instant(key, value) for value in lookups[key]]
+        return specs, has_filters, lookups, duplicates, active
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)

@@ -76,7 +76,7 @@ def test_a_slow_plan_statement_does_not_delay_the_heartbeat(start) -> None:
     def planned_after_the_hang() -> bool:
         if (beat := _heartbeat("slow")) is not None:
             heartbeats.add(beat)
-        return replica.logged("plan.pass") >= 1
+        return bool(replica.logged("plan.pass") >= 1)
 
     wait_until(planned_after_the_hang, timeout=30, what="a plan pass after the slow statement")
     ended = store.database_clock()
