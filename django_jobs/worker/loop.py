@@ -112,6 +112,13 @@ class Worker:
         self.outage = self._outages.outage  # the replica's outage log, shared by every thread
         self._tally = Tally()
         self._cadence = PlanCadence(replica_id=self.replica_id, settings=self.settings, jobs=jobs)
+        self._assemble_heartbeat(concurrency)
+        self._retention: RetentionKeeper | None = None  # started by ``serve``
+        self._assemble_runs(jobs)
+        self._assemble_guards()
+
+    def _assemble_heartbeat(self, concurrency: int) -> None:
+        """The replica's heartbeat row, and the thread that writes it while the loop moves."""
         self._heartbeat = Heartbeat(
             replica_id=self.replica_id,
             clock=self.clock,
@@ -123,7 +130,6 @@ class Worker:
             drain=self.settings.shutdown_grace
             + timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS),
         )
-        # The loop's progress, and the thread that writes the heartbeat while it moves.
         self._progress = Progress(STALL_HEARTBEATS * self.settings.HEARTBEAT_SECONDS)
         self._heartbeat_keeper = HeartbeatKeeper(
             self._heartbeat,
@@ -131,9 +137,6 @@ class Worker:
             outage=self.outage,
             supervisor=self.supervisor,
         )
-        self._retention: RetentionKeeper | None = None  # started by ``serve``
-        self._assemble_runs(jobs)
-        self._assemble_guards()
 
     def _assemble_runs(self, jobs: Registry) -> None:
         """The parts that claim, run and write the runs, each holding the ones it needs."""
