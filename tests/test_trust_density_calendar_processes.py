@@ -11,16 +11,15 @@ replica wrote no heartbeat for 60 s.
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime, timedelta
 
 import pytest
 from django.contrib.auth.models import User
 
-from django_jobs import services, store
-from django_jobs.models import Replica, Schedule
+from django_jobs import store
+from django_jobs.models import Schedule
 
-from .concurrency import wait_until
+from .catching_up import enable_and_catch_up
 from .factories import ScheduleFactory
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.processes]
@@ -78,28 +77,8 @@ def test_a_moved_calendar_of_the_densest_rule_is_planned_in_short_passes_beside_
         next_due_at=now,
     )
     replica = start("r1")
-    replica.wait_logged("worker.started")
-    wait_until(
-        lambda: Replica.objects.filter(pk="r1", heartbeat_at__isnull=False).exists(),
-        what="r1's first heartbeat",
-    )
-    enabled_at = store.database_clock()
-    services.enable(dense, actor=root, reason="back after a year", now=enabled_at)
-    heartbeats: set[datetime] = set()
-
-    def caught_up() -> bool:
-        heartbeats.update(Replica.objects.filter(pk="r1").values_list("heartbeat_at", flat=True))
-        dense.refresh_from_db()
-        last = dense.last_scheduled_at
-        return last is not None and last > enabled_at - timedelta(minutes=10)
-
-    wait_until(caught_up, timeout=240, what="the year-long gap to be planned")
-    caught_up_at = store.database_clock()
-
-    passes = [e for e in replica.events() if e["event"] == "plan.pass"]
-    longest = max(e["seconds"] for e in passes)
-    beats = sorted(b for b in heartbeats if b >= enabled_at)
-    gaps = [b - a for a, b in itertools.pairwise([enabled_at, *beats, caught_up_at])]
+    caught = enable_and_catch_up(replica, dense, actor=root)
+    passes, longest, beats, gaps = caught.passes, caught.longest, caught.heartbeats, caught.gaps
     print(
         f"{len(passes)} plan passes, longest {longest:.3f} s;"
         f" {len(beats)} heartbeats, longest gap {max(gaps).total_seconds():.3f} s"
