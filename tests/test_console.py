@@ -19,6 +19,7 @@ from django_jobs.models import AuditRecord, Occurrence, Replica, Schedule
 from django_jobs.safe_error import SafeError
 from django_jobs.testing import FakeClock, use_clock
 
+from .console_forms import form_data
 from .factories import T0, ScheduleFactory
 from .storeutil import claim, plan
 
@@ -126,32 +127,6 @@ def test_a_user_with_permission_on_one_schedule_sees_only_it_on_the_dashboard() 
     assert 'id="jobs-replicas"' in page
     assert "<td>r1</td>" in page
     assert logged_in(user).get(reverse("admin:django_jobs_replica_changelist")).status_code == 200
-
-
-def form_data(**fields: Any) -> dict[str, Any]:
-    return {
-        "tenant": "acme",
-        "key": "acme.report",
-        "job": "billing.send_statements",  # offered at run time
-        "timing_kind": "cron",
-        "cron": "0 6 * * *",
-        "time_zone": "UTC",
-        "priority": "0",
-        "max_delay": "00:05:00",
-        "misfire": "skip",
-        "max_catchup": "100",
-        "overlap": "skip",
-        "max_attempts": "3",
-        "backoff": "00:00:30",
-        "max_backoff": "00:10:00",
-        "timeout": "00:15:00",
-        "keep_for": "30 00:00:00",
-        "operating_owner": "ops",
-        "record_owner": "billing",
-        "status": "active",
-        "reason": "new report",
-        **fields,
-    }
 
 
 def post(client: Client, url: str, data: dict[str, Any]) -> Any:

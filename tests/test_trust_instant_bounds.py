@@ -32,6 +32,7 @@ from django_jobs.testing import FakeClock, run_due
 from django_jobs.worker.planning import plan_due
 from tests.workerapp import tasks
 
+from .console_forms import form_data as console_form
 from .factories import T0, ScheduleFactory, declaration
 
 pytestmark = pytest.mark.django_db
@@ -220,28 +221,10 @@ def test_work_at_the_windows_last_second_runs_and_a_century_backoff_does_not_ove
 
 
 def form_data(**fields: str) -> dict[str, str]:
-    return {
-        "tenant": "acme",
-        "key": "acme.once",
-        "job": "billing.send_statements",
-        "timing_kind": "at",
-        "time_zone": "UTC",
-        "priority": "0",
-        "max_delay": "00:05:00",
-        "misfire": "skip",
-        "max_catchup": "100",
-        "overlap": "skip",
-        "max_attempts": "3",
-        "backoff": "00:00:30",
-        "max_backoff": "00:10:00",
-        "timeout": "00:15:00",
-        "keep_for": "30 00:00:00",
-        "operating_owner": "ops",
-        "record_owner": "billing",
-        "status": "active",
-        "reason": "one-off",
-        **fields,
-    }
+    """The console's form for a one-off (``timing_kind`` at unless ``fields`` say), no cron."""
+    data = console_form(**{"key": "acme.once", "timing_kind": "at", "reason": "one-off", **fields})
+    del data["cron"]
+    return data
 
 
 def post_form(root: User, **fields: str) -> Any:

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django_jobs.models import Occurrence, Schedule
 from django_jobs.testing import FakeClock, use_clock
 
+from .console_forms import form_data
 from .factories import T0, ScheduleFactory
 
 pytestmark = pytest.mark.django_db
@@ -52,29 +53,7 @@ def test_the_run_now_confirmation_refuses_deep_json_naming_the_field(root, offer
 
 
 def test_the_schedule_form_refuses_deep_json_on_the_arguments_field(root) -> None:
-    form = {
-        "tenant": "acme",
-        "key": "acme.deep",
-        "job": "billing.send_statements",
-        "timing_kind": "cron",
-        "cron": "0 6 * * *",
-        "time_zone": "UTC",
-        "args": DEEP_OBJECT,
-        "priority": "0",
-        "max_delay": "00:05:00",
-        "misfire": "skip",
-        "max_catchup": "100",
-        "overlap": "skip",
-        "max_attempts": "3",
-        "backoff": "00:00:30",
-        "max_backoff": "00:10:00",
-        "timeout": "00:15:00",
-        "keep_for": "30 00:00:00",
-        "operating_owner": "ops",
-        "record_owner": "ops",
-        "status": "active",
-        "reason": "x",
-    }
+    form = form_data(key="acme.deep", args=DEEP_OBJECT, record_owner="ops", reason="x")
     with use_clock(FakeClock(T0)):
         response = root.post(reverse("admin:django_jobs_schedule_add"), form)
     assert response.status_code == 200

@@ -23,6 +23,7 @@ from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.registry import JobPolicies, registry
 from django_jobs.testing import FakeClock
 
+from .console_forms import form_data as console_form
 from .factories import T0, declaration
 from .storeutil import claim, plan
 
@@ -136,29 +137,10 @@ def test_the_retention_of_enqueued_work_is_recorded_and_its_change_audited(regis
 
 
 def form_data(**fields: Any) -> dict[str, Any]:
-    return {
-        "tenant": "acme",
-        "key": "acme.report",
-        "job": "billing.send_statements",
-        "timing_kind": "cron",
-        "cron": "0 6 * * *",
-        "time_zone": "UTC",
-        "priority": "0",
-        "max_delay": "00:05:00",
-        "misfire": "skip",
-        "max_catchup": "100",
-        "overlap": "skip",
-        "max_attempts": "3",
-        "backoff": "00:00:30",
-        "max_backoff": "00:10:00",
-        "timeout": "00:15:00",
-        "keep_last": "1000",
-        "operating_owner": "ops",
-        "record_owner": "billing",
-        "status": "active",
-        "reason": "new report",
-        **fields,
-    }
+    """The console's form with a retention of the last 1,000 runs (no ``keep_for``)."""
+    data = console_form(**{"keep_last": "1000", **fields})
+    del data["keep_for"]
+    return data
 
 
 def test_a_retention_cut_in_the_admin_is_audited_with_the_user_and_reason(root) -> None:

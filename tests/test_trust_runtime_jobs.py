@@ -27,6 +27,7 @@ from django_jobs.services.enqueue import enqueue, policy_key
 from django_jobs.tasks import job_name
 from django_jobs.testing import FakeClock, use_clock
 
+from .console_forms import form_data
 from .factories import T0, ScheduleFactory, declaration
 
 pytestmark = pytest.mark.django_db
@@ -107,29 +108,14 @@ def test_the_console_form_offers_only_jobs_offered_at_run_time() -> None:
 
 def test_the_console_form_refuses_the_tasks_job_on_the_job_field() -> None:
     operator = staff("mallory", "acme", "view", "change")
-    form = {
-        "tenant": "acme",
-        "key": "acme.hostile",
-        "job": TASKS_JOB,
-        "timing_kind": "cron",
-        "cron": "* * * * *",
-        "time_zone": "UTC",
-        "args": '{"task": "tests.workerapp.import_trap.boom", "backend": "default"}',
-        "priority": "0",
-        "max_delay": "00:05:00",
-        "misfire": "skip",
-        "max_catchup": "100",
-        "overlap": "skip",
-        "max_attempts": "3",
-        "backoff": "00:00:30",
-        "max_backoff": "00:10:00",
-        "timeout": "00:15:00",
-        "keep_for": "30 00:00:00",
-        "operating_owner": "ops",
-        "record_owner": "ops",
-        "status": "active",
-        "reason": "x",
-    }
+    form = form_data(
+        key="acme.hostile",
+        job=TASKS_JOB,
+        cron="* * * * *",
+        args='{"task": "tests.workerapp.import_trap.boom", "backend": "default"}',
+        record_owner="ops",
+        reason="x",
+    )
     with use_clock(FakeClock(T0)):
         response = logged_in(operator).post(reverse("admin:django_jobs_schedule_add"), form)
     assert response.status_code == 200
