@@ -16,6 +16,8 @@ import pytest
 from django_jobs.models import AttemptOutcome, OccurrenceState, Origin, ScheduleStatus, Trigger
 from django_jobs.scheduling.policies import Overlap, TimingKind
 
+from .orm_writes import OCCURRENCE_ROWS, SCHEDULE_RECORDS, module_name, orm_writes
+
 PACKAGE = Path(__file__).resolve().parent.parent / "django_jobs"
 SOURCES = sorted(p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts)
 
@@ -128,7 +130,23 @@ def test_the_store_keeps_its_sql_in_named_queries() -> None:
     assert found == []
 
 
-INTERFACES = ["admin.py", "management", "cli", "checks"]
+# Every module an operator or application code reaches django_jobs through: the admin and its
+# console, the commands and their cli/, the system checks, the Tasks backend, the metrics and
+# their view, the admin's template tags.
+INTERFACES = [
+    "admin.py",
+    "admin_base.py",
+    "admin_lists.py",
+    "admin_instants.py",
+    "console",
+    "management",
+    "cli",
+    "checks",
+    "tasks.py",
+    "urls.py",
+    "metrics.py",
+    "templatetags",
+]
 
 
 def test_interfaces_never_build_their_own_clock() -> None:
@@ -136,9 +154,7 @@ def test_interfaces_never_build_their_own_clock() -> None:
     built = [
         f"{relative(p)}:{node.lineno}"
         for area in INTERFACES
-        for p in (
-            [PACKAGE / area] if area.endswith(".py") else sorted((PACKAGE / area).rglob("*.py"))
-        )
+        for p in modules_of(area)
         for node in ast.walk(ast.parse(p.read_text()))
         if isinstance(node, ast.Call)
         and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "SystemClock"
@@ -146,32 +162,129 @@ def test_interfaces_never_build_their_own_clock() -> None:
     assert built == []
 
 
-@pytest.mark.parametrize(
-    ("area", "forbidden"),
-    [
-        # Interfaces go through services; they never write the store themselves.
-        ("admin.py", "django_jobs.store"),
-        ("cli", "django_jobs.store"),
-        ("management", "django_jobs.store"),
-        # The store is below services and interfaces.
-        ("store", "django_jobs.services"),
-        ("store", "django_jobs.admin"),
-        ("store", "django_jobs.worker"),
-        # Services never reach up into the worker or the interfaces.
-        ("services", "django_jobs.worker"),
-        ("services", "django_jobs.cli"),
-        # Schedule evaluation is pure: no store, no services, no worker.
-        ("scheduling", "django_jobs.store"),
-        ("scheduling", "django_jobs.services"),
-        ("scheduling", "django_jobs.worker"),
-    ],
-)
-def test_dependencies_point_one_way(area: str, forbidden: str) -> None:
+# The "never" arrows of docs/architecture.md's Layers: interfaces -> services -> store ->
+# models, and a layer never calls one to its left; the worker calls the store, the registry
+# and scheduling, never services or interfaces.
+NEVER = {
+    **{area: ("store",) for area in INTERFACES},
+    "services": ("worker", *INTERFACES),
+    "store": ("services", "worker", *INTERFACES),
+    "models": ("store", "services", "worker", *INTERFACES),
+    "worker": ("services", *INTERFACES),
+}
+
+
+def module_of(area: str) -> str:
+    return f"django_jobs.{area.removesuffix('.py')}"
+
+
+@pytest.mark.parametrize(("area", "forbidden"), NEVER.items(), ids=list(NEVER))
+def test_dependencies_point_one_way(area: str, forbidden: tuple[str, ...]) -> None:
+    prefixes = tuple(module_of(f) for f in forbidden)
     wrong = {
-        relative(p): sorted(m for m in imported_modules(p) if m.startswith(forbidden))
+        relative(p): sorted(
+            m for m in imported_modules(p) for f in prefixes if m == f or m.startswith(f"{f}.")
+        )
         for p in modules_of(area)
     }
     assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_scheduling_is_pure() -> None:
+    """scheduling/ imports nothing of django_jobs but ``clock.ensure_aware_utc`` (no models, no
+    store, no services, no worker, no clock to read), and neither the database, the settings
+    nor Django's clock."""
+    allowed = {"django_jobs.clock", "django_jobs.clock.ensure_aware_utc"}
+    impure = ("django.db", "django.conf", "django.utils.timezone")
+    wrong = {}
+    for path in modules_of("scheduling"):
+        names = {
+            name
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for name in (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            )
+            if name
+        }
+        found = {
+            m
+            for m in imported_modules(path)
+            if not m.startswith("django_jobs.scheduling") and m not in allowed
+        } | {n for n in names if n.startswith(impure)}
+        if found:
+            wrong[relative(path)] = sorted(found)
+    assert wrong == {}
+
+
+def store_written_by_others(models: frozenset[str]) -> list[str]:
+    """Each ORM write of ``models``' rows outside ``store/``, as ``path:line: model call``."""
+    return [
+        f"{relative(p)}:{write}"
+        for p in SOURCES
+        if p.relative_to(PACKAGE).parts[0] != "store"
+        for write in orm_writes(p.read_text(), module_name(p), models)
+    ]
+
+
+def test_only_the_store_writes_schedule_limit_and_runbook_rows() -> None:
+    """Services decide and audit; ``store/schedules.py`` writes the schedule records (issue
+    34). No ``save()``, ``delete()``, ``objects.create()``..., no queryset ``update()`` or
+    ``delete()`` of a Schedule, Limit or Runbook anywhere else (``full_clean`` is a read)."""
+    found = store_written_by_others(SCHEDULE_RECORDS)
+    assert found == [], "written outside store/:\n" + "\n".join(found)
+
+
+def test_only_the_store_writes_occurrence_attempt_and_step_rows() -> None:
+    found = store_written_by_others(OCCURRENCE_ROWS)
+    assert found == [], "written outside store/:\n" + "\n".join(found)
+
+
+def test_the_orm_write_rule_sees_a_service_writing_a_schedule() -> None:
+    """The rule itself: each way of writing a Schedule, Limit or Runbook row is named; reads,
+    ``full_clean``, a dict's ``update`` and other models' writes are not."""
+    source = """
+from django.db import transaction
+from ..models import Limit, Occurrence, Schedule, SyncState
+from .. import models
+from .rows import locked
+
+
+def park_one(pk: int) -> None:
+    Schedule.objects.filter(pk=1).update(status="x")
+
+
+def disable(schedule: Schedule) -> Schedule:
+    schedule = locked(schedule)
+    schedule.full_clean()
+    schedule.save(update_fields=["enabled"])
+    return schedule
+
+
+def others(rows: list[Schedule], state: dict[str, int]) -> None:
+    for row in rows:
+        row.limit.delete()
+    record, created = Limit.objects.get_or_create(schedule_id=1)
+    record.save()
+    models.Runbook.objects.bulk_create([])
+    fresh = Schedule(key="k")
+    fresh.save()
+    Occurrence.objects.filter(schedule_id=1).count()
+    list(Schedule.objects.filter(pk=1))
+    Schedule.objects.get(pk=1).full_clean()
+    SyncState.objects.update_or_create(key="declared", defaults={})
+    state.update(a=1)
+"""
+    found = [str(w) for w in orm_writes(source, "django_jobs.services.park", SCHEDULE_RECORDS)]
+    assert found == [
+        "9: Schedule rows .update()",
+        "15: Schedule row .save()",
+        "21: Limit row .delete()",
+        "22: Limit rows .get_or_create()",
+        "23: Limit row .save()",
+        "24: Runbook rows .bulk_create()",
+        "26: Schedule row .save()",
+    ]
 
 
 def test_loaded_statements_carry_the_choices_as_literals() -> None:
