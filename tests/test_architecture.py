@@ -217,6 +217,25 @@ def test_scheduling_is_pure() -> None:
     assert wrong == {}
 
 
+def test_the_store_is_reached_through_its_package() -> None:
+    """``store.claim_runs``, never ``store.claims.claim_runs``: outside ``store/`` no import
+    names one of its modules."""
+    modules = {p.stem for p in (PACKAGE / "store").glob("*.py")} - {"__init__"}
+    wrong = {
+        relative(p): found
+        for p in SOURCES
+        if p.relative_to(PACKAGE).parts[0] != "store"
+        and (
+            found := sorted(
+                m
+                for m in imported_modules(p)
+                if m.startswith("django_jobs.store.") and m.split(".")[2] in modules
+            )
+        )
+    }
+    assert wrong == {}
+
+
 def store_written_by_others(models: frozenset[str]) -> list[str]:
     """Each ORM write of ``models``' rows outside ``store/``, as ``path:line: model call``."""
     return [
@@ -285,6 +304,99 @@ def others(rows: list[Schedule], state: dict[str, int]) -> None:
         "24: Runbook rows .bulk_create()",
         "26: Schedule row .save()",
     ]
+
+
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+# Left out of the module table: Django's migrations, and each package's __init__.py (what a
+# package re-exports is in the row of the package).
+NOT_IN_THE_TABLE = {"migrations", "__init__.py"}
+
+
+def cells(line: str) -> list[str]:
+    """The cells of a Markdown table row, a ``|`` inside backticks kept in its cell."""
+    found, cell, code = [], "", False
+    for char in line.strip().removeprefix("|").removesuffix("|"):
+        if char == "`":
+            code = not code
+        if char == "|" and not code:
+            found.append(cell)
+            cell = ""
+        else:
+            cell += char
+    return [*found, cell]
+
+
+def module_table(text: str) -> list[tuple[set[str], set[str]]]:
+    """Each row of docs/architecture.md's module table: the names in backticks in its first
+    cell (the modules or packages) and in its second (what they own)."""
+    rows, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("| module or package |"):
+            inside = True
+        elif inside and line.startswith("|") and not line.startswith("|---"):
+            first, owns, *_ = cells(line)
+            rows.append((set(re.findall(r"`([^`]+)`", first)), set(re.findall(r"`([^`]+)`", owns))))
+        elif inside and not line.startswith("|"):
+            break
+    return rows
+
+
+def missing_from_the_table(text: str) -> list[str]:
+    """The modules of django_jobs the module table does not name.
+
+    Each top-level module (``audit.py``) is named in a row's first cell; each package
+    (``store/``) is, or a path in it (``contrib/embedded.py``); and each module of a package is
+    named in a row of its package: by its path in the first cell (``management/commands/
+    jobs.py``), or in the cell of what the row owns, by its name (``claims``)."""
+    rows = module_table(text)
+    listed = set().union(*(first for first, _ in rows))
+    missing = []
+    for entry in sorted(PACKAGE.iterdir()):
+        if entry.name in NOT_IN_THE_TABLE or not (entry.suffix == ".py" or entry.is_dir()):
+            continue
+        if entry.suffix == ".py":
+            missing += [] if entry.name in listed else [entry.name]
+            continue
+        package = f"{entry.name}/"
+        own = [row for row in rows if any(n.startswith(package) for n in row[0])]
+        for module in sorted(entry.rglob("*.py")):
+            inner = module.relative_to(entry).as_posix()
+            if module.name in NOT_IN_THE_TABLE or not own:
+                continue
+            names = {f"{package}{inner}", inner, inner.removesuffix(".py"), module.stem}
+            if not any(names & (first | owns) for first, owns in own):
+                missing.append(f"{package}{inner}")
+        if not own and any(entry.rglob("*.py")):
+            missing.append(package)
+    return missing
+
+
+def test_the_module_table_names_every_module() -> None:
+    """docs/architecture.md's table is the map of the house: a new module gets its row, or a
+    mention in the row of its package."""
+    assert missing_from_the_table(ARCHITECTURE.read_text()) == []
+
+
+def test_the_module_table_rule_sees_a_missing_module() -> None:
+    text = ARCHITECTURE.read_text()
+    signals = next(line for line in text.splitlines() if line.startswith("| `signals.py` |"))
+    assert "signals.py" in missing_from_the_table(text.replace(signals + "\n", ""))
+    store = next(line for line in text.splitlines() if line.startswith("| `store/` |"))
+    without_claims = store.replace("`claims`, ", "")
+    assert without_claims != store
+    assert missing_from_the_table(text.replace(store, without_claims)) == ["store/claims.py"]
+
+
+def test_every_doc_the_source_points_to_exists() -> None:
+    docs = re.compile(r"\bdocs/[\w/-]+\.md")
+    missing = [
+        f"{relative(p)}:{n}: {name}"
+        for p in SOURCES
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        for name in docs.findall(line)
+        if not (PACKAGE.parent / name).is_file()
+    ]
+    assert missing == []
 
 
 def test_loaded_statements_carry_the_choices_as_literals() -> None:
