@@ -102,7 +102,8 @@ def job_name(alias: str) -> str:
 
 @dataclass(frozen=True)
 class TaskOptions:
-    """A ``JobsBackend`` alias's ``OPTIONS``: the policies of its tasks (see docs/tasks.md).
+    """A ``JobsBackend`` alias's ``OPTIONS``: the policies of its tasks (see docs/enqueue.md,
+    "Django's Tasks framework").
 
     ``MAX_ATTEMPTS`` (3), ``BACKOFF_SECONDS`` (30), ``MAX_BACKOFF_SECONDS`` (600),
     ``TIMEOUT_SECONDS`` (900), ``RETENTION_DAYS`` (7), ``MAX_DELAY_SECONDS`` (none: never
