@@ -377,6 +377,16 @@ def test_the_module_table_names_every_module() -> None:
     assert missing_from_the_table(ARCHITECTURE.read_text()) == []
 
 
+def test_the_module_table_names_no_module_that_is_gone() -> None:
+    gone = [
+        name
+        for first, _ in module_table(ARCHITECTURE.read_text())
+        for name in sorted(first)
+        if not (PACKAGE / name).exists()
+    ]
+    assert gone == []
+
+
 def test_the_module_table_rule_sees_a_missing_module() -> None:
     text = ARCHITECTURE.read_text()
     signals = next(line for line in text.splitlines() if line.startswith("| `signals.py` |"))
