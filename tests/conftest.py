@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,9 @@ from django_jobs.testing import FakeClock
 from .processes import Cluster, Replica, servers_running
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
     from django_jobs.models import Occurrence
     from django_jobs.registry import Registry
     from django_jobs.worker.loop import Worker
@@ -70,6 +74,16 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     default = settings.DATABASES["default"]
     for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT"):
         default[key] = config.get(key, "")
+
+
+@pytest.fixture(autouse=True)
+def pass_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process workers plan every due schedule in one pass, however slow the machine: the
+    worker's 0.5 s pass budget (``PASS_BUDGET_SECONDS``) is measured in wall-clock time, so
+    on two contended cores a pass could stop after one schedule and an assertion on what one
+    pass did would depend on the machine's speed. The tests of the budget pass
+    ``budget_seconds`` to ``plan_due`` themselves; ``runworker`` processes keep the real one."""
+    monkeypatch.setattr("django_jobs.worker.cadence.PASS_BUDGET_SECONDS", math.inf)
 
 
 @pytest.fixture
@@ -176,3 +190,35 @@ def inline_worker(clock: FakeClock) -> Iterator[Callable[..., Worker]]:
     yield make
     for worker in made:
         worker.close()
+
+
+@pytest.fixture
+def worker(jobs: Registry, inline_worker: Callable[..., Worker]) -> Worker:
+    """An inline worker running the ``jobs`` fixture's registry (``replica-1``)."""
+    return inline_worker(jobs)
+
+
+@pytest.fixture
+def root() -> User:
+    """A superuser, ``root``."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_superuser("root", "root@example.com", "pw")
+
+
+@pytest.fixture
+def root_client(root: User) -> Client:
+    """A test client logged in as ``root``."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+@pytest.fixture
+def alice() -> User:
+    """Staff with no grant of her own (modules that need grants define their own ``alice``)."""
+    from django.contrib.auth.models import User
+
+    return User.objects.create_user("alice", is_staff=True)

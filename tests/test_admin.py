@@ -41,13 +41,6 @@ def alice(schedules) -> Client:
     return client
 
 
-@pytest.fixture
-def root() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
-    return client
-
-
 def changelist(model: str) -> str:
     return reverse(f"admin:django_jobs_{model}_changelist")
 
@@ -119,16 +112,16 @@ def test_an_action_the_user_lacks_is_not_offered(alice, schedules) -> None:
     assert "run_now" not in page
 
 
-def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root, schedules) -> None:
+def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root_client, schedules) -> None:
     acme, _ = schedules
     occurrence = dead_occurrence(acme)
-    listing = root.get(changelist("occurrence") + "?dead=yes").content.decode()
+    listing = root_client.get(changelist("occurrence") + "?dead=yes").content.decode()
     assert str(acme) in listing
-    schedules_page = root.get(changelist("schedule")).content.decode()
+    schedules_page = root_client.get(changelist("schedule")).content.decode()
     (acme_row,) = [r for r in schedules_page.split("<tr") if ">acme/billing.nightly<" in r]
     outcome_cell = acme_row.split('class="field-last_outcome"')[1].split("</td>")[0]
     assert outcome_cell.endswith(">dead"), outcome_cell
-    done = root.post(
+    done = root_client.post(
         changelist("occurrence"),
         {
             "action": "replay",
@@ -142,27 +135,31 @@ def test_root_replays_a_dead_occurrence_from_the_dead_letter_list(root, schedule
     assert Occurrence.objects.get().state == "scheduled"
 
 
-def test_occurrence_state_is_read_only_and_audit_records_cannot_be_deleted(root, schedules) -> None:
+def test_occurrence_state_is_read_only_and_audit_records_cannot_be_deleted(
+    root_client, schedules
+) -> None:
     acme, _ = schedules
     plan(acme, T0 + timedelta(minutes=1), now=T0)
     occurrence = Occurrence.objects.get()
-    root.post(
+    root_client.post(
         reverse("admin:django_jobs_occurrence_change", args=[occurrence.pk]), {"state": "completed"}
     )
     assert Occurrence.objects.get().state == "scheduled"
     record = AuditRecord.objects.create(
         at=T0, actor="x", action="a", target_type="schedule", target_id=str(acme.pk), reason="r"
     )
-    response = root.post(
+    response = root_client.post(
         reverse("admin:django_jobs_auditrecord_delete", args=[record.pk]), {"post": "yes"}
     )
     assert response.status_code == 403
     assert AuditRecord.objects.filter(pk=record.pk).exists()
 
 
-def test_the_schedule_page_shows_its_runbooks_and_audit(root, schedules) -> None:
+def test_the_schedule_page_shows_its_runbooks_and_audit(root_client, schedules) -> None:
     acme, _ = schedules
-    page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
+    page = root_client.get(
+        reverse("admin:django_jobs_schedule_change", args=[acme.pk])
+    ).content.decode()
     assert "python manage.py jobs disable billing.nightly --tenant acme" in page
     assert "Runbooks" in page
 
@@ -174,32 +171,34 @@ def readonly(page: str, field: str) -> str:
 
 
 def test_the_schedule_page_shows_its_last_start_and_completion_read_from_its_occurrences(
-    root, schedules
+    root_client, schedules
 ) -> None:
     acme, globex = schedules
     plan(acme, T0, now=T0)
     (lease,) = claim("w", T0 + timedelta(minutes=1))
     store.complete([lease], now=T0 + timedelta(minutes=2))
-    page = root.get(reverse("admin:django_jobs_schedule_change", args=[acme.pk])).content.decode()
+    page = root_client.get(
+        reverse("admin:django_jobs_schedule_change", args=[acme.pk])
+    ).content.decode()
     assert readonly(page, "last_started") == "2026-03-01 12:01:00 UTC"
     assert readonly(page, "last_completed") == "2026-03-01 12:02:00 UTC"
-    never = root.get(reverse("admin:django_jobs_schedule_change", args=[globex.pk]))
+    never = root_client.get(reverse("admin:django_jobs_schedule_change", args=[globex.pk]))
     assert readonly(never.content.decode(), "last_completed") == "-"
 
 
-def test_the_schedule_list_reads_lateness_from_the_injected_clock(root, schedules) -> None:
+def test_the_schedule_list_reads_lateness_from_the_injected_clock(root_client, schedules) -> None:
     acme, _ = schedules
     plan(acme, T0, now=T0)  # due at T0, not started
     with use_clock(FakeClock(T0 + timedelta(seconds=90))):
-        page = root.get(changelist("schedule")).content.decode()
+        page = root_client.get(changelist("schedule")).content.decode()
     (acme_row,) = [r for r in page.split("<tr") if ">acme/billing.nightly<" in r]
     assert ">90 s late<" in acme_row
 
 
-def test_an_admin_action_acts_at_the_injected_clocks_instant(root, schedules) -> None:
+def test_an_admin_action_acts_at_the_injected_clocks_instant(root_client, schedules) -> None:
     acme, _ = schedules
     with use_clock(FakeClock(T0)):
-        root.post(
+        root_client.post(
             changelist("schedule"),
             {
                 "action": "run_now",
@@ -213,23 +212,25 @@ def test_an_admin_action_acts_at_the_injected_clocks_instant(root, schedules) ->
 
 
 def test_the_admins_run_now_takes_arguments_of_its_own_audited_with_them(
-    root, schedules, settings
+    root_client, schedules, settings
 ) -> None:
     acme, _ = schedules
     # Run-now arguments reach only the jobs offered at run time: here by the setting.
     settings.DJANGO_JOBS = {**settings.DJANGO_JOBS, "RUNTIME_JOBS": ["billing.heartbeat"]}
     form = {"action": "run_now", "_selected_action": [acme.pk], "confirm": "yes"}
     with use_clock(FakeClock(T0)):
-        page = root.post(
+        page = root_client.post(
             changelist("schedule"), {"action": "run_now", "_selected_action": [acme.pk]}
         )
         assert 'name="args"' in page.content.decode()  # the confirmation asks for them
-        refused = root.post(changelist("schedule"), {**form, "reason": "x", "args": "[1, 2]"})
+        refused = root_client.post(
+            changelist("schedule"), {**form, "reason": "x", "args": "[1, 2]"}
+        )
         assert "arguments: must be a JSON object" in refused.content.decode()
-        refused = root.post(changelist("schedule"), {**form, "reason": "x", "args": "{oops"})
+        refused = root_client.post(changelist("schedule"), {**form, "reason": "x", "args": "{oops"})
         assert "arguments: not JSON" in refused.content.decode()
         assert not Occurrence.objects.exists()
-        root.post(
+        root_client.post(
             changelist("schedule"),
             {**form, "reason": "resend to globex", "args": '{"customer": "globex"}'},
         )
@@ -239,11 +240,13 @@ def test_the_admins_run_now_takes_arguments_of_its_own_audited_with_them(
     assert (audited.reason, audited.after["args"]) == ("resend to globex", {"customer": "globex"})
 
 
-def test_the_admins_run_now_without_arguments_runs_with_the_schedules(root, schedules) -> None:
+def test_the_admins_run_now_without_arguments_runs_with_the_schedules(
+    root_client, schedules
+) -> None:
     acme, _ = schedules
     Schedule.objects.filter(pk=acme.pk).update(args={"copies": 2})
     with use_clock(FakeClock(T0)):
-        root.post(
+        root_client.post(
             changelist("schedule"),
             {"action": "run_now", "_selected_action": [acme.pk], "confirm": "yes", "reason": "x"},
         )

@@ -57,13 +57,6 @@ def rows(schedules) -> dict[str, Occurrence]:
 
 
 @pytest.fixture
-def root() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
-    return client
-
-
-@pytest.fixture
 def alice(schedules) -> Client:
     """Staff with the object permission to view acme's schedule only."""
     user = User.objects.create_user("alice", password="pw", is_staff=True)
@@ -85,63 +78,67 @@ def ids(rows: dict[str, Occurrence], *names: str) -> list[str]:
     return [str(rows[name].pk) for name in names]
 
 
-def test_the_list_is_newest_first(root, rows) -> None:
-    assert listed(root) == ids(rows, "globex+4", "acme+3", "acme+2", "acme+1", "dead")
+def test_the_list_is_newest_first(root_client, rows) -> None:
+    assert listed(root_client) == ids(rows, "globex+4", "acme+3", "acme+2", "acme+1", "dead")
 
 
-def test_each_filter_gives_its_rows(root, rows, schedules) -> None:
+def test_each_filter_gives_its_rows(root_client, rows, schedules) -> None:
     _, globex = schedules
-    assert listed(root, "?state__exact=dead") == ids(rows, "dead")
-    assert listed(root, "?dead=yes") == ids(rows, "dead")
-    assert listed(root, "?trigger__exact=manual") == ids(rows, "acme+2")
-    assert listed(root, f"?schedule__id__exact={globex.pk}") == ids(rows, "globex+4")
-    assert listed(root, "?tenant=globex") == ids(rows, "globex+4")
-    assert listed(root, "?tenant=acme&state__exact=scheduled") == ids(
+    assert listed(root_client, "?state__exact=dead") == ids(rows, "dead")
+    assert listed(root_client, "?dead=yes") == ids(rows, "dead")
+    assert listed(root_client, "?trigger__exact=manual") == ids(rows, "acme+2")
+    assert listed(root_client, f"?schedule__id__exact={globex.pk}") == ids(rows, "globex+4")
+    assert listed(root_client, "?tenant=globex") == ids(rows, "globex+4")
+    assert listed(root_client, "?tenant=acme&state__exact=scheduled") == ids(
         rows, "acme+3", "acme+2", "acme+1"
     )
 
 
-def test_the_date_filter_is_a_range_from_the_injected_now(root, rows) -> None:
+def test_the_date_filter_is_a_range_from_the_injected_now(root_client, rows) -> None:
     with use_clock(FakeClock(T0 + timedelta(minutes=3, seconds=30))):
-        assert listed(root, "?scheduled=1h") == ids(rows, "acme+3", "acme+2", "acme+1")
-        assert listed(root, "?scheduled=ahead") == ids(rows, "globex+4")
-        assert listed(root, "?scheduled=7d") == ids(rows, "acme+3", "acme+2", "acme+1", "dead")
+        assert listed(root_client, "?scheduled=1h") == ids(rows, "acme+3", "acme+2", "acme+1")
+        assert listed(root_client, "?scheduled=ahead") == ids(rows, "globex+4")
+        assert listed(root_client, "?scheduled=7d") == ids(
+            rows, "acme+3", "acme+2", "acme+1", "dead"
+        )
         # UTC's day and month (1 March): the dead one, on 28 February, is in neither.
         today = ids(rows, "globex+4", "acme+3", "acme+2", "acme+1")
-        assert listed(root, "?scheduled=today") == today
-        assert listed(root, "?scheduled=month") == today
+        assert listed(root_client, "?scheduled=today") == today
+        assert listed(root_client, "?scheduled=month") == today
     since = urlencode({"scheduled_at__gte": (T0 + timedelta(minutes=3)).isoformat()})
-    assert listed(root, f"?{since}") == ids(rows, "globex+4", "acme+3")
+    assert listed(root_client, f"?{since}") == ids(rows, "globex+4", "acme+3")
 
 
 @override_settings(TIME_ZONE="Asia/Tokyo")
 def test_a_range_bound_without_an_offset_is_read_as_utc_not_in_the_configured_zone(
-    root, rows
+    root_client, rows
 ) -> None:
     """Nine hours east, 12:02:30 would be 03:02:30 UTC: the dead one alone."""
     before = ids(rows, "acme+2", "acme+1", "dead")
-    assert listed(root, "?scheduled_at__lt=2026-03-01T12:02:30") == before
-    assert listed(root, "?scheduled_at__lt=2026-03-01T21:02:30%2B09:00") == before
-    assert listed(root, "?scheduled_at__gte=2026-03-01") == ids(
+    assert listed(root_client, "?scheduled_at__lt=2026-03-01T12:02:30") == before
+    assert listed(root_client, "?scheduled_at__lt=2026-03-01T21:02:30%2B09:00") == before
+    assert listed(root_client, "?scheduled_at__gte=2026-03-01") == ids(
         rows, "globex+4", "acme+3", "acme+2", "acme+1"
     )
-    response = root.get(reverse("admin:django_jobs_occurrence_changelist") + "?scheduled_at__gte=x")
+    response = root_client.get(
+        reverse("admin:django_jobs_occurrence_changelist") + "?scheduled_at__gte=x"
+    )
     assert response.status_code == 302
     assert response.url.endswith("?e=1")
 
 
-def test_search_by_id_is_exact_and_by_key_matches_a_part(root, rows) -> None:
-    assert listed(root, f"?q={rows['acme+2'].pk}") == ids(rows, "acme+2")
-    assert listed(root, "?q=weekly") == ids(rows, "globex+4")
-    assert listed(root, "?q=acme/billing") == ids(rows, "acme+3", "acme+2", "acme+1", "dead")
+def test_search_by_id_is_exact_and_by_key_matches_a_part(root_client, rows) -> None:
+    assert listed(root_client, f"?q={rows['acme+2'].pk}") == ids(rows, "acme+2")
+    assert listed(root_client, "?q=weekly") == ids(rows, "globex+4")
+    assert listed(root_client, "?q=acme/billing") == ids(rows, "acme+3", "acme+2", "acme+1", "dead")
     # A part of an id is no id: it is searched as a key, and matches nothing.
-    assert listed(root, f"?q={str(rows['acme+2'].pk)[:8]}") == []
+    assert listed(root_client, f"?q={str(rows['acme+2'].pk)[:8]}") == []
 
 
-def test_a_bad_id_or_filter_value_is_refused_without_an_error(root, rows) -> None:
-    assert listed(root, "?q=not-a-uuid-0000") == []
+def test_a_bad_id_or_filter_value_is_refused_without_an_error(root_client, rows) -> None:
+    assert listed(root_client, "?q=not-a-uuid-0000") == []
     for query in ("?schedule__id__exact=abc", "?scheduled=yesterday"):
-        response = root.get(reverse(LIST) + query)
+        response = root_client.get(reverse(LIST) + query)
         assert response.status_code == 302, query
         assert response["Location"].endswith("?e=1")
 
@@ -160,14 +157,14 @@ def test_a_scoped_user_sees_only_their_schedules_occurrences(alice, rows, schedu
     assert f"schedule__id__exact={globex.pk}" not in page
 
 
-def test_a_small_list_is_counted_exactly(root, rows) -> None:
-    page = root.get(reverse(LIST) + "?state__exact=scheduled").content.decode()
+def test_a_small_list_is_counted_exactly(root_client, rows) -> None:
+    page = root_client.get(reverse(LIST) + "?state__exact=scheduled").content.decode()
     assert "4 occurrences" in page
     assert "about" not in page.split('class="paginator"')[1]
 
 
 def test_a_big_list_shows_the_estimate_and_never_counts_or_scans_for_choices(
-    root, rows, monkeypatch
+    root_client, rows, monkeypatch
 ) -> None:
     # A big list, made small: estimated from five rows up, three rows a page.
     monkeypatch.setattr(admin_lists, "EXACT_COUNT_BELOW", 5)
@@ -175,21 +172,23 @@ def test_a_big_list_shows_the_estimate_and_never_counts_or_scans_for_choices(
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_jobs_occurrence")
     with CaptureQueriesContext(connection) as queries:
-        page = root.get(reverse(LIST)).content.decode()
+        page = root_client.get(reverse(LIST)).content.decode()
     over_rows = [q["sql"] for q in queries.captured_queries if "django_jobs_occurrence" in q["sql"]]
     assert [sql for sql in over_rows if "COUNT(" in sql.upper()] == []
     assert [sql for sql in over_rows if "DISTINCT" in sql.upper()] == []
     assert any(sql.startswith("EXPLAIN") for sql in over_rows), over_rows
     assert re.search(r"about \d+ occurrences", page), page
-    assert listed(root) == ids(rows, "globex+4", "acme+3", "acme+2")
+    assert listed(root_client) == ids(rows, "globex+4", "acme+3", "acme+2")
 
 
-def test_the_last_page_of_an_estimated_list_counts_what_it_shows(root, rows, monkeypatch) -> None:
+def test_the_last_page_of_an_estimated_list_counts_what_it_shows(
+    root_client, rows, monkeypatch
+) -> None:
     monkeypatch.setattr(admin_lists, "EXACT_COUNT_BELOW", 5)
     monkeypatch.setattr(OccurrenceAdmin, "list_per_page", 10)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE django_jobs_occurrence")
-    page = root.get(reverse(LIST)).content.decode()
+    page = root_client.get(reverse(LIST)).content.decode()
     paginator = page.split('class="paginator"')[1]
     assert "about" not in paginator
     assert "5 occurrences" in paginator

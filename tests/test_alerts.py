@@ -17,12 +17,10 @@ from structlog.testing import capture_logs
 
 from django_jobs import signals
 from django_jobs.checks import check_settings
-from django_jobs.conf import get_settings
 from django_jobs.models import Occurrence, OccurrenceState, Replica, ReplicaState
 from django_jobs.registry import Registry
 from django_jobs.signals import OccurrenceEvent, ReplicaEvent
 from django_jobs.worker.inflight import InFlight
-from django_jobs.worker.loop import Worker
 from django_jobs.worker.planning import plan_due
 from django_jobs.worker.replica import Heartbeat
 from django_jobs.worker.run import Run
@@ -48,20 +46,6 @@ def jobs() -> Registry:
 
     jobs.register("tests.broken", broken)
     return jobs
-
-
-@pytest.fixture
-def worker(jobs: Registry, clock: Any) -> Iterator[Worker]:
-    worker = Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
-    yield worker
-    worker.close()
 
 
 @pytest.fixture

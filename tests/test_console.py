@@ -34,16 +34,6 @@ def logged_in(user: User) -> Client:
     return client
 
 
-@pytest.fixture
-def root_user() -> User:
-    return User.objects.create_superuser("root", "r@example.com", "pw")
-
-
-@pytest.fixture
-def root(root_user) -> Client:
-    return logged_in(root_user)
-
-
 def history(schedule: Schedule, outcomes: list[str], *, late: timedelta) -> None:
     """Occurrences of ``schedule`` an hour apart ending at T0, oldest first, each started
     ``late`` after its instant and ended with its outcome (``completed`` or ``dead``)."""
@@ -76,14 +66,16 @@ def line(page: str, label: str) -> list[str]:
     raise AssertionError(f"no line of {label} on the dashboard")
 
 
-def test_the_dashboard_shows_each_schedules_outcome_streak_lateness_and_dead_letters(root) -> None:
+def test_the_dashboard_shows_each_schedules_outcome_streak_lateness_and_dead_letters(
+    root_client,
+) -> None:
     failing = ScheduleFactory.create(tenant="acme", key="a.failing", max_attempts=1)
     healthy = ScheduleFactory.create(tenant="acme", key="a.healthy")
     history(failing, ["completed", "dead", "dead"], late=timedelta(seconds=4))
     history(healthy, ["completed", "completed"], late=timedelta(seconds=2))
     plan(healthy, T0 - timedelta(minutes=5), now=T0)  # due five minutes ago, not started
 
-    page = dashboard(root)
+    page = dashboard(root_client)
 
     # The failing one first: it has dead letters.
     assert page.index("acme/a.failing") < page.index("acme/a.healthy")
@@ -134,8 +126,8 @@ def post(client: Client, url: str, data: dict[str, Any]) -> Any:
         return client.post(url, data)
 
 
-def test_create_then_edit_a_run_time_schedule_audited_before_and_after(root) -> None:
-    created = post(root, reverse("admin:django_jobs_schedule_add"), form_data())
+def test_create_then_edit_a_run_time_schedule_audited_before_and_after(root_client) -> None:
+    created = post(root_client, reverse("admin:django_jobs_schedule_add"), form_data())
     schedule = Schedule.objects.get(tenant="acme", key="acme.report")
     assert created.status_code == 302
     assert created["Location"] == reverse("admin:django_jobs_schedule_change", args=[schedule.pk])
@@ -147,11 +139,11 @@ def test_create_then_edit_a_run_time_schedule_audited_before_and_after(root) -> 
     assert AuditRecord.objects.get(action="schedule.created").reason == "new report"
 
     edit = reverse("admin:django_jobs_schedule_edit", args=[schedule.pk])
-    page = root.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
+    page = root_client.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
     assert f'href="{edit}" class="jobs-edit"' in page.content.decode()
-    shown = root.get(edit).content.decode()
+    shown = root_client.get(edit).content.decode()
     assert 'value="0 6 * * *"' in shown  # the form holds the record
-    post(root, edit, form_data(cron="30 7 * * 1-5", reason="weekdays only"))
+    post(root_client, edit, form_data(cron="30 7 * * 1-5", reason="weekdays only"))
 
     record = AuditRecord.objects.get(action="schedule.timing_changed")
     assert (record.before, record.after, record.reason) == (
@@ -161,8 +153,10 @@ def test_create_then_edit_a_run_time_schedule_audited_before_and_after(root) -> 
     )
 
 
-def test_a_bad_cron_is_refused_with_the_declarations_message(root) -> None:
-    response = post(root, reverse("admin:django_jobs_schedule_add"), form_data(cron="61 * * * *"))
+def test_a_bad_cron_is_refused_with_the_declarations_message(root_client) -> None:
+    response = post(
+        root_client, reverse("admin:django_jobs_schedule_add"), form_data(cron="61 * * * *")
+    )
     page = response.content.decode()
     assert response.status_code == 200
     message = (
@@ -174,9 +168,9 @@ def test_a_bad_cron_is_refused_with_the_declarations_message(root) -> None:
     assert not Schedule.objects.filter(key="acme.report").exists()
 
 
-def test_a_local_zone_needs_its_reason_as_a_declaration_does(root) -> None:
+def test_a_local_zone_needs_its_reason_as_a_declaration_does(root_client) -> None:
     response = post(
-        root,
+        root_client,
         reverse("admin:django_jobs_schedule_add"),
         form_data(time_zone="America/New_York", skipped_time="shift", repeated_time="first"),
     )
@@ -184,12 +178,14 @@ def test_a_local_zone_needs_its_reason_as_a_declaration_does(root) -> None:
     assert not Schedule.objects.filter(key="acme.report").exists()
 
 
-def test_a_declared_schedule_is_not_edited_in_the_admin_and_says_where_it_is(root) -> None:
+def test_a_declared_schedule_is_not_edited_in_the_admin_and_says_where_it_is(root_client) -> None:
     schedule = ScheduleFactory.create(tenant="", key="billing.nightly-statements", origin="code")
-    page = root.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
+    page = root_client.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
     assert "Declared in code (example_project.billing.schedules)" in page.content.decode()
     assert "jobs-edit" not in page.content.decode()
-    response = root.get(reverse("admin:django_jobs_schedule_edit", args=[schedule.pk]), follow=True)
+    response = root_client.get(
+        reverse("admin:django_jobs_schedule_edit", args=[schedule.pk]), follow=True
+    )
     assert "is declared in code (example_project.billing.schedules)" in response.content.decode()
 
 
@@ -207,21 +203,23 @@ def test_a_user_without_change_permission_cannot_edit_nor_create() -> None:
     assert Schedule.objects.count() == 1
 
 
-def test_pause_and_resume_a_tenant_from_the_console(root) -> None:
+def test_pause_and_resume_a_tenant_from_the_console(root_client) -> None:
     ScheduleFactory.create(tenant="acme", key="a.one")
     ScheduleFactory.create(tenant="acme", key="a.two")
     url = reverse("admin:django_jobs_tenant")
-    response = post(root, url, {"tenant": "acme", "action": "pause", "reason": "maintenance"})
+    response = post(
+        root_client, url, {"tenant": "acme", "action": "pause", "reason": "maintenance"}
+    )
     assert response.status_code == 302
     assert not Schedule.objects.filter(enabled=True).exists()
-    post(root, url, {"tenant": "acme", "action": "resume", "reason": "done"})
+    post(root_client, url, {"tenant": "acme", "action": "resume", "reason": "done"})
     assert Schedule.objects.filter(enabled=True).count() == 2
-    refused = post(root, url, {"tenant": "nobody", "action": "pause", "reason": "x"})
+    refused = post(root_client, url, {"tenant": "nobody", "action": "pause", "reason": "x"})
     assert "tenant &#x27;nobody&#x27; has no enabled schedule" in refused.content.decode()
 
 
-def test_the_app_index_links_the_dashboard(root) -> None:
-    page = root.get(reverse("admin:app_list", args=["django_jobs"])).content.decode()
+def test_the_app_index_links_the_dashboard(root_client) -> None:
+    page = root_client.get(reverse("admin:app_list", args=["django_jobs"])).content.decode()
     assert f'href="{reverse(DASHBOARD)}"' in page
 
 
@@ -231,12 +229,12 @@ def test_the_dashboard_needs_a_staff_login() -> None:
     assert "/login/" in response["Location"]
 
 
-def test_cancel_from_the_occurrence_list(root) -> None:
+def test_cancel_from_the_occurrence_list(root_client) -> None:
     schedule = ScheduleFactory.create(tenant="acme", key="a.one")
     plan(schedule, T0, now=T0)
     occurrence = Occurrence.objects.get()
     with use_clock(FakeClock(T0)):
-        root.post(
+        root_client.post(
             reverse("admin:django_jobs_occurrence_changelist"),
             {
                 "action": "cancel",
@@ -250,9 +248,9 @@ def test_cancel_from_the_occurrence_list(root) -> None:
     assert AuditRecord.objects.get(action="cancel").actor == "root"
 
 
-def test_the_next_run_of_a_frequent_schedule_is_found_in_its_first_minutes(root) -> None:
+def test_the_next_run_of_a_frequent_schedule_is_found_in_its_first_minutes(root_client) -> None:
     """A minutely cron: the next run is looked for in growing windows (upcoming.instants),
     not a year of its instants at once, which the cron evaluation refuses (over 200,000)."""
     ScheduleFactory.create(tenant="acme", key="a.minutely", timing_kind="cron", cron="* * * * *")
-    page = dashboard(root)
+    page = dashboard(root_client)
     assert line(page, "acme/a.minutely")[6] == f"{T0:%Y-%m-%d %H:%M:%S}"  # due now

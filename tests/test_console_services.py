@@ -20,11 +20,6 @@ from .storeutil import LEASE, claim, plan
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "pw")
-
-
 def test_cancel_a_waiting_occurrence_keeps_it_from_running(root) -> None:
     schedule = ScheduleFactory.create(tenant="acme", key="acme.nightly")
     plan(schedule, T0, now=T0)

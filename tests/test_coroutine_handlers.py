@@ -17,7 +17,6 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
 
-from django_jobs.conf import get_settings
 from django_jobs.exceptions import ConfigurationError, JobsError
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState, Schedule
 from django_jobs.registry import Registry
@@ -38,21 +37,6 @@ NOW = datetime.now(UTC)  # the processes use the real clock: plan work that is a
 @pytest.fixture
 def jobs() -> Registry:
     return Registry()
-
-
-@pytest.fixture
-def worker(jobs: Registry, clock: FakeClock) -> Iterator[Worker]:
-    """Runs inline: in the test's thread and transaction (the run thread is this thread)."""
-    worker = Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
-    yield worker
-    worker.close()
 
 
 @pytest.fixture

@@ -96,10 +96,7 @@ def test_retention_that_keeps_crashing_is_dead_but_the_replica_serves_on(worker)
     assert worker.exit_code == 0
 
 
-def test_a_fresh_inline_worker_starts_no_guard_threads(clock) -> None:
-    inline = Worker(replica_id="inline", clock=clock, jobs=Registry(), listen=False, inline=True)
-    try:
-        inline._ensure_keeper()
-        assert inline.threads() == {}
-    finally:
-        inline.close()
+def test_a_fresh_inline_worker_starts_no_guard_threads(inline_worker) -> None:
+    inline = inline_worker(Registry(), replica_id="inline")
+    inline._ensure_keeper()
+    assert inline.threads() == {}

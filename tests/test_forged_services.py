@@ -9,18 +9,17 @@ covers acme only: each is refused, nothing changes, and no audit record is writt
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.forms.models import model_to_dict
 
 from django_jobs import services, store
 from django_jobs.exceptions import JobsError
-from django_jobs.models import Attempt, AuditRecord, Limit, Occurrence, Schedule
+from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.permissions import Forbidden, grant_tenant
 
 from .factories import T0, ScheduleFactory, dead_occurrence
+from .snapshots import snapshot
 from .storeutil import claim, plan
 
 pytestmark = pytest.mark.django_db
@@ -53,15 +52,6 @@ def alice(acme) -> User:
     user.groups.add(group)
     grant_tenant(group, "acme")
     return user
-
-
-def snapshot() -> tuple[Any, ...]:
-    return (
-        [model_to_dict(s) for s in Schedule.objects.order_by("pk")],
-        list(Occurrence.objects.order_by("pk").values()),
-        list(Attempt.objects.order_by("pk").values()),
-        list(AuditRecord.objects.order_by("pk").values()),
-    )
 
 
 def forged_occurrence(globex: Schedule, acme: Schedule) -> Occurrence:

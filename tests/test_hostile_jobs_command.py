@@ -6,20 +6,19 @@ import os
 import subprocess
 import sys
 from io import StringIO
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.db import connection
-from django.forms.models import model_to_dict
 
 from django_jobs import runbooks
-from django_jobs.models import Attempt, AuditRecord, Limit, Occurrence, Schedule
+from django_jobs.models import AuditRecord, Limit, Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
 
 from .conftest import ROOT
 from .factories import ScheduleFactory, dead_occurrence
+from .snapshots import snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -44,15 +43,6 @@ def occurrences() -> dict[str, Occurrence]:
         runbooks.write(schedule)
         found[tenant] = dead_occurrence(schedule)
     return found
-
-
-def snapshot() -> tuple[Any, ...]:
-    return (
-        [model_to_dict(s) for s in Schedule.objects.order_by("pk")],
-        list(Occurrence.objects.order_by("pk").values()),
-        list(Attempt.objects.order_by("pk").values()),
-        AuditRecord.objects.count(),
-    )
 
 
 def jobs(*args: str) -> str:

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.forms.models import model_to_dict
 
 from django_jobs import services
 from django_jobs.exceptions import JobsError
-from django_jobs.models import Attempt, AuditRecord, Occurrence, Schedule
+from django_jobs.models import AuditRecord, Occurrence
 from django_jobs.permissions import Forbidden, grant_tenant
 
 from .factories import T0, ScheduleFactory, dead_occurrence, declaration
+from .snapshots import snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -24,23 +24,8 @@ NAIVE = datetime(2026, 3, 1, 12, 0)  # noqa: DTZ001  (the hostile input under te
 
 
 @pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "x")
-
-
-@pytest.fixture
 def dead() -> Occurrence:
     return dead_occurrence(ScheduleFactory.create(tenant="acme", key="acme.nightly"))
-
-
-def snapshot() -> tuple[Any, ...]:
-    """Every row a service could write, to compare before and after a refused call."""
-    return (
-        [model_to_dict(s) for s in Schedule.objects.order_by("pk")],
-        list(Occurrence.objects.order_by("pk").values()),
-        list(Attempt.objects.order_by("pk").values()),
-        list(AuditRecord.objects.order_by("pk").values()),
-    )
 
 
 def calls(occurrence: Occurrence) -> dict[str, Callable[..., Any]]:

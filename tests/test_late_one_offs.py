@@ -9,7 +9,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import User
 from django.dispatch import Signal
 from structlog.testing import capture_logs
 
@@ -140,11 +139,6 @@ def test_a_one_off_declared_before_its_instant_is_left_to_the_plan_pass() -> Non
     sync_schedules([one_off(T0 + HOUR)], now=T0)
     assert not Occurrence.objects.exists()
     assert Schedule.objects.get(key=KEY).next_due_at == T0 + HOUR
-
-
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root")
 
 
 def test_a_run_time_one_off_created_after_its_instant_runs_now(root) -> None:

@@ -225,11 +225,6 @@ def test_the_next_plan_pass_of_an_instant_at_year_one_is_still_an_instant_python
     assert due.year == 1
 
 
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "x")
-
-
 @pytestmark_db
 def test_changing_a_run_time_one_off_withdraws_the_occurrence_planned_ahead(
     clock: FakeClock, jobs: Registry, root: User, ran: list[str], registered

@@ -18,7 +18,6 @@ from django_jobs.models import Attempt, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
 from django_jobs.safe_error import REDACTED, SafeError, loggable, redact
 from django_jobs.testing import FakeClock
-from django_jobs.worker.loop import Worker
 from django_jobs.worker.outage import OutageLog
 
 from .factories import T0, ScheduleFactory
@@ -39,17 +38,6 @@ HOSTILE_MESSAGE = (
 
 class PartnerDown(Exception):
     pass
-
-
-def workers(clock: FakeClock, jobs: Registry) -> Worker:
-    return Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
 
 
 @pytest.fixture
@@ -79,10 +67,12 @@ def stored_and_logged() -> str:
 
 
 @pytest.mark.django_db
-def test_a_failed_attempt_stores_and_logs_the_error_without_its_secrets(failing) -> None:
+def test_a_failed_attempt_stores_and_logs_the_error_without_its_secrets(
+    failing, inline_worker
+) -> None:
     jobs, clock = failing
     plan(ScheduleFactory.create(job="tests.partner", max_attempts=3), T0, now=T0)
-    worker = workers(clock, jobs)
+    worker = inline_worker(jobs)
     with capture_logs() as logs:
         worker.run_pass()
     worker.close()
@@ -100,10 +90,12 @@ def test_a_failed_attempt_stores_and_logs_the_error_without_its_secrets(failing)
 
 
 @pytest.mark.django_db
-def test_a_dead_letter_stores_and_logs_the_error_without_its_secrets(failing) -> None:
+def test_a_dead_letter_stores_and_logs_the_error_without_its_secrets(
+    failing, inline_worker
+) -> None:
     jobs, clock = failing
     plan(ScheduleFactory.create(job="tests.partner", max_attempts=1), T0, now=T0)
-    worker = workers(clock, jobs)
+    worker = inline_worker(jobs)
     with capture_logs() as logs:
         worker.run_pass()
     worker.close()
@@ -116,10 +108,10 @@ def test_a_dead_letter_stores_and_logs_the_error_without_its_secrets(failing) ->
 
 
 @pytest.mark.django_db
-def test_no_traceback_cause_or_frame_locals_are_stored(failing) -> None:
+def test_no_traceback_cause_or_frame_locals_are_stored(failing, inline_worker) -> None:
     jobs, clock = failing
     plan(ScheduleFactory.create(job="tests.partner"), T0, now=T0)
-    worker = workers(clock, jobs)
+    worker = inline_worker(jobs)
     worker.run_pass()
     worker.close()
     stored = stored_and_logged()
@@ -131,7 +123,7 @@ def test_no_traceback_cause_or_frame_locals_are_stored(failing) -> None:
 
 
 @pytest.mark.django_db
-def test_a_project_pattern_from_settings_is_redacted_too(clock) -> None:
+def test_a_project_pattern_from_settings_is_redacted_too(clock, inline_worker) -> None:
     jobs = Registry()
 
     def handler(run: object) -> None:
@@ -141,7 +133,7 @@ def test_a_project_pattern_from_settings_is_redacted_too(clock) -> None:
     plan(ScheduleFactory.create(job="tests.bank"), T0, now=T0)
     clock.set(T0)
     with override_settings(DJANGO_JOBS={"REDACT_PATTERNS": [r"acct-(?P<secret>\d{6})"]}):
-        worker = workers(clock, jobs)
+        worker = inline_worker(jobs)
         with capture_logs() as logs:
             worker.run_pass()
         worker.close()
@@ -150,7 +142,9 @@ def test_a_project_pattern_from_settings_is_redacted_too(clock) -> None:
 
 
 @pytest.mark.django_db
-def test_the_length_bound_holds_after_redaction_and_a_cut_secret_never_leaks(clock) -> None:
+def test_the_length_bound_holds_after_redaction_and_a_cut_secret_never_leaks(
+    clock, inline_worker
+) -> None:
     jobs = Registry()
     # 31 characters, then the key: a bound applied before redaction would keep 13 of its 20
     # characters, too few for the pattern to recognise.
@@ -163,7 +157,7 @@ def test_the_length_bound_holds_after_redaction_and_a_cut_secret_never_leaks(clo
     plan(ScheduleFactory.create(job="tests.long"), T0, now=T0)
     clock.set(T0)
     with override_settings(DJANGO_JOBS={"ERROR_MESSAGE_MAX_CHARS": 56}):
-        worker = workers(clock, jobs)
+        worker = inline_worker(jobs)
         worker.run_pass()
         worker.close()
     stored = Attempt.objects.get().error_message
@@ -181,7 +175,9 @@ def test_a_secret_cut_by_the_scan_limit_is_dropped_with_its_word() -> None:
 
 
 @pytest.mark.django_db
-def test_an_exception_whose_message_cannot_be_read_still_fails_the_attempt(clock) -> None:
+def test_an_exception_whose_message_cannot_be_read_still_fails_the_attempt(
+    clock, inline_worker
+) -> None:
     """Regression: ``str(exc)`` raising inside SafeError crashed the run instead of failing it."""
 
     class Unprintable(Exception):
@@ -196,7 +192,7 @@ def test_an_exception_whose_message_cannot_be_read_still_fails_the_attempt(clock
     jobs.register("tests.unprintable", handler)
     plan(ScheduleFactory.create(job="tests.unprintable"), T0, now=T0)
     clock.set(T0)
-    worker = workers(clock, jobs)
+    worker = inline_worker(jobs)
     summary = worker.run_pass()
     worker.close()
     assert list(summary.outcomes.elements()) == ["retry"]

@@ -50,19 +50,9 @@ FIRST = T0 + timedelta(minutes=1)  # an instant the summary counts, without a ro
 
 
 @pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "x")
-
-
-@pytest.fixture
 def admin(root: User) -> User:
     """``root``, under the name the dead-occurrence tests give the superuser."""
     return root
-
-
-@pytest.fixture
-def alice() -> User:
-    return User.objects.create_user("alice", is_staff=True)
 
 
 @pytest.fixture

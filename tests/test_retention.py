@@ -43,11 +43,6 @@ from .storeutil import claim, plan
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "x")
-
-
 def run_minutes(schedule: Schedule, clock, minutes: int, jobs: Registry) -> None:
     for _ in range(minutes):
         run_due(clock, jobs=jobs)

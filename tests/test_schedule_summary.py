@@ -86,13 +86,6 @@ def nightly() -> Schedule:
     return Schedule.objects.get(tenant="", key=KEY)
 
 
-@pytest.fixture
-def root() -> Client:
-    client = Client()
-    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw"))
-    return client
-
-
 def page_at(client: Client, schedule: Schedule, now: datetime) -> str:
     with use_clock(FakeClock(now)):
         response = client.get(reverse("admin:django_jobs_schedule_change", args=[schedule.pk]))
@@ -106,14 +99,14 @@ def page_at(client: Client, schedule: Schedule, now: datetime) -> str:
     ids=["spring", "autumn"],
 )
 def test_the_nightly_statements_page_lists_its_next_runs_across_new_yorks_dst_changes(
-    root, nightly, now, expected
+    root_client, nightly, now, expected
 ) -> None:
-    page = page_at(root, nightly, now)
+    page = page_at(root_client, nightly, now)
     assert listed_runs(page) == expected
 
 
-def test_the_nightly_statements_page_says_when_it_runs_in_words(root, nightly) -> None:
-    page = page_at(root, nightly, SPRING_NOW)
+def test_the_nightly_statements_page_says_when_it_runs_in_words(root_client, nightly) -> None:
+    page = page_at(root_client, nightly, SPRING_NOW)
     assert "daily at 09:00 America/New_York" in page
     assert "13:00 or 14:00 UTC depending on DST" in page
     assert "a skipped 09:00 shifts to the first instant after the gap" in page
@@ -126,8 +119,8 @@ def test_the_nightly_statements_page_says_when_it_runs_in_words(root, nightly) -
     assert "team-billing" in page
 
 
-def test_the_records_fields_stay_on_the_page_below_the_summary(root, nightly) -> None:
-    page = page_at(root, nightly, SPRING_NOW)
+def test_the_records_fields_stay_on_the_page_below_the_summary(root_client, nightly) -> None:
+    page = page_at(root_client, nightly, SPRING_NOW)
     below = page[page.index('<div class="jobs-record">') :]
     assert page.index("jobs-next-runs") < page.index('<div class="jobs-record">')
     assert "field-zone_reason" in below
@@ -178,11 +171,11 @@ def test_recent_occurrences_are_the_newest_twenty_newest_first(clock) -> None:
     assert {r.lateness_words for r in summary.recent} == {"-"}
 
 
-def test_each_recent_occurrence_links_to_its_page(root, clock) -> None:
+def test_each_recent_occurrence_links_to_its_page(root_client, clock) -> None:
     schedule = ScheduleFactory.create()
     plan(schedule, T0, now=T0)
     occurrence = Occurrence.objects.get(schedule=schedule)
-    page = page_at(root, schedule, clock.now())
+    page = page_at(root_client, schedule, clock.now())
     link = reverse("admin:django_jobs_occurrence_change", args=[occurrence.pk])
     assert f'<a href="{link}">Sun 2026-03-01 12:00:00 UTC</a>' in page
 

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.forms.models import model_to_dict
 from django.test import Client
 from django.urls import reverse
 
-from django_jobs.models import Attempt, AuditRecord, Occurrence, Runbook, Schedule
+from django_jobs.models import AuditRecord, Occurrence, Runbook, Schedule
 from django_jobs.permissions import grant_tenant
 
 from .factories import T0, dead_occurrence
-from .test_admin import alice, root, schedules  # noqa: F401  (fixtures)
+from .snapshots import snapshot
+from .test_admin import alice, schedules  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -50,16 +50,6 @@ def audit(schedules) -> dict[str, AuditRecord]:
         )
         for s in schedules
     }
-
-
-def snapshot() -> tuple[Any, ...]:
-    return (
-        [model_to_dict(s) for s in Schedule.objects.order_by("pk")],
-        list(Occurrence.objects.order_by("pk").values()),
-        list(Attempt.objects.order_by("pk").values()),
-        list(AuditRecord.objects.order_by("pk").values()),
-        list(Runbook.objects.order_by("pk").values()),
-    )
 
 
 def url(model: str, view: str, *args: Any) -> str:
@@ -260,15 +250,23 @@ def test_the_history_page_of_a_visible_schedule_opens(alice, schedules) -> None:
 # --- audit records ------------------------------------------------------------------------------
 
 
-def test_audit_records_cannot_be_added_changed_or_deleted_even_by_a_superuser(root, audit) -> None:
+def test_audit_records_cannot_be_added_changed_or_deleted_even_by_a_superuser(
+    root_client, audit
+) -> None:
     record = audit["acme"]
     before = snapshot()
-    assert root.get(url("auditrecord", "add")).status_code == 403
-    assert root.post(url("auditrecord", "add"), {"actor": "me", "reason": "x"}).status_code == 403
-    change = root.post(url("auditrecord", "change", record.pk), {"reason": "rewritten"})
+    assert root_client.get(url("auditrecord", "add")).status_code == 403
+    assert (
+        root_client.post(url("auditrecord", "add"), {"actor": "me", "reason": "x"}).status_code
+        == 403
+    )
+    change = root_client.post(url("auditrecord", "change", record.pk), {"reason": "rewritten"})
     assert change.status_code == 403
-    assert root.post(url("auditrecord", "delete", record.pk), {"post": "yes"}).status_code == 403
-    bulk = root.post(
+    assert (
+        root_client.post(url("auditrecord", "delete", record.pk), {"post": "yes"}).status_code
+        == 403
+    )
+    bulk = root_client.post(
         url("auditrecord", "changelist"),
         {"action": "delete_selected", "_selected_action": [record.pk], "post": "yes"},
     )
@@ -277,7 +275,7 @@ def test_audit_records_cannot_be_added_changed_or_deleted_even_by_a_superuser(ro
 
 
 def test_schedules_and_occurrences_cannot_be_deleted_nor_occurrences_added_by_a_superuser(
-    root,
+    root_client,
     schedules,
     dead,
 ) -> None:
@@ -285,13 +283,15 @@ def test_schedules_and_occurrences_cannot_be_deleted_nor_occurrences_added_by_a_
     the model's own fields there, without what the form needs, writes nothing."""
     acme, _ = schedules
     before = snapshot()
-    assert root.get(url("occurrence", "add")).status_code == 403
-    forged = root.post(url("schedule", "add"), {"tenant": "acme", "key": "forged", "job": "x"})
+    assert root_client.get(url("occurrence", "add")).status_code == 403
+    forged = root_client.post(
+        url("schedule", "add"), {"tenant": "acme", "key": "forged", "job": "x"}
+    )
     assert forged.status_code == 200  # the form again, with its errors
     assert "This field is required." in forged.content.decode()
     for model, pk in [("schedule", acme.pk), ("occurrence", dead["acme"].pk)]:
-        assert root.post(url(model, "delete", pk), {"post": "yes"}).status_code == 403
-        bulk = root.post(
+        assert root_client.post(url(model, "delete", pk), {"post": "yes"}).status_code == 403
+        bulk = root_client.post(
             url(model, "changelist"),
             {"action": "delete_selected", "_selected_action": [pk], "post": "yes"},
         )
@@ -302,16 +302,16 @@ def test_schedules_and_occurrences_cannot_be_deleted_nor_occurrences_added_by_a_
 # --- hostile text ---------------------------------------------------------------------------
 
 
-def test_a_job_error_with_markup_is_escaped_on_every_page(root, dead) -> None:
+def test_a_job_error_with_markup_is_escaped_on_every_page(root_client, dead) -> None:
     occurrence = dead["acme"]
     for page in (
         url("occurrence", "change", occurrence.pk),
         url("occurrence", "changelist"),
     ):
-        body = root.get(page).content.decode()
+        body = root_client.get(page).content.decode()
         assert "<script>alert" not in body
         assert "<b>bold</b>" not in body
-    body = root.get(url("occurrence", "change", occurrence.pk)).content.decode()
+    body = root_client.get(url("occurrence", "change", occurrence.pk)).content.decode()
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in body
 
 

@@ -65,11 +65,6 @@ def admin() -> User:
     return User.objects.create_superuser("root", "root@example.com", "x")
 
 
-@pytest.fixture
-def alice() -> User:
-    return User.objects.create_user("alice", is_staff=True)
-
-
 def test_an_object_permission_allows_that_schedule_only(alice, dead, clock):
     other = ScheduleFactory.create(tenant="acme", key="acme.other")
     assign_perm("django_jobs.replay_schedule", alice, dead.schedule)

@@ -50,11 +50,6 @@ FAR = {
 HUGE_DELAY = timedelta(days=999_999_999)
 
 
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "root@example.com", "x")
-
-
 def upsert(root: User, **fields: Any) -> Schedule:
     return services.upsert_schedule(
         declaration("acme.once", tenant="acme", **fields), actor=root, reason="edge", now=T0

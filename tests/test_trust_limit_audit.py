@@ -13,7 +13,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -31,11 +30,6 @@ pytestmark = pytest.mark.django_db
 
 KEEP_1000 = {"keep_for": None, "keep_last": 1000}
 KEEP_1 = {"keep_for": None, "keep_last": 1}
-
-
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "r@example.com", "pw")
 
 
 def retention_changes(schedule: Schedule) -> list[AuditRecord]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -25,11 +24,6 @@ pytestmark = pytest.mark.django_db
 
 SCRIPT = "<script>alert('owner')</script>"
 LINK = "[click here](javascript:alert(1))"
-
-
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "r@example.com", "pw")
 
 
 @pytest.fixture

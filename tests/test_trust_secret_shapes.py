@@ -22,12 +22,10 @@ from django.test import override_settings
 from structlog.testing import capture_logs
 
 from django_jobs import signals
-from django_jobs.conf import get_settings
 from django_jobs.models import Occurrence, OccurrenceState
 from django_jobs.registry import Registry
 from django_jobs.safe_error import REDACTED, loggable, redact, shown_json
 from django_jobs.signals import OccurrenceEvent
-from django_jobs.worker.loop import Worker
 
 from .factories import T0, ScheduleFactory
 from .secret_corpus import CORPUS, Shape
@@ -157,7 +155,7 @@ def mailed_on_dead() -> Iterator[None]:
 
 @pytest.mark.django_db(transaction=True)
 def test_no_secret_shape_reaches_the_stored_error_log_event_or_email(
-    clock: Any, mailed_on_dead: None
+    clock: Any, mailed_on_dead: None, inline_worker
 ) -> None:
     jobs = Registry()
 
@@ -180,14 +178,7 @@ def test_no_secret_shape_reaches_the_stored_error_log_event_or_email(
 
     signals.occurrence_dead.connect(receiver, weak=False)
     clock.set(T0)
-    worker = Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
+    worker = inline_worker(jobs)
     try:
         with capture_logs() as logs:
             assert list(worker.run_pass().outcomes.elements()) == ["dead"]

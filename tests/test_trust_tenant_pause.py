@@ -12,7 +12,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -26,11 +25,6 @@ from .factories import T0, ScheduleFactory
 pytestmark = pytest.mark.django_db
 
 LATER = T0 + timedelta(hours=1)
-
-
-@pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root", "r@example.com", "pw")
 
 
 def enabled() -> dict[str, bool]:

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission, User
-from django.forms.models import model_to_dict
 
 from django_jobs import InvalidSchedule, every, services
 from django_jobs.exceptions import JobsError
-from django_jobs.models import AuditRecord, Limit, Origin, Schedule, ScheduleStatus
+from django_jobs.models import AuditRecord, Origin, Schedule, ScheduleStatus
 from django_jobs.permissions import Forbidden, grant_tenant
 
 from .factories import T0, declaration
+from .snapshots import snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -39,22 +39,9 @@ def staff(name: str, tenant: str, *actions: str) -> User:
 
 
 @pytest.fixture
-def root() -> User:
-    return User.objects.create_superuser("root")
-
-
-@pytest.fixture
 def alice() -> User:
     """Staff of acme who may create and change acme's schedules."""
     return staff("alice", "acme", "view", "change")
-
-
-def snapshot() -> tuple[Any, ...]:
-    return (
-        [model_to_dict(s) for s in Schedule.objects.order_by("pk")],
-        list(Limit.objects.order_by("pk").values()),
-        list(AuditRecord.objects.order_by("pk").values()),
-    )
 
 
 @pytest.mark.parametrize("who", ["nobody", "viewer", "other tenant", "inactive superuser"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -13,7 +12,6 @@ from django.db import connection
 from structlog.testing import capture_logs
 
 from django_jobs import LeaseLost, PermanentFailure, store
-from django_jobs.conf import get_settings
 from django_jobs.identity import occurrence_id
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry, registry
@@ -30,20 +28,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def jobs() -> Registry:
     return Registry()
-
-
-@pytest.fixture
-def worker(jobs, clock) -> Iterator[Worker]:
-    worker = Worker(
-        replica_id="replica-1",
-        clock=clock,
-        jobs=jobs,
-        settings=get_settings(),
-        listen=False,
-        inline=True,
-    )
-    yield worker
-    worker.close()
 
 
 @pytest.fixture
