@@ -10,7 +10,6 @@ from ..conf import get_settings
 from ..models import Occurrence, Schedule
 from ..safe_error import shown_json
 from ..scheduling import rrules, timing_words, timings, upcoming
-from ..scheduling.timings import is_utc
 from .invocation import Invocation
 
 
@@ -148,7 +147,7 @@ def _calendar_rule(schedule: Schedule) -> dict[str, Any]:
 
 def _local_time(schedule: Schedule) -> dict[str, str]:
     """A business-local schedule's zone, its reason and its DST choices (nothing for UTC)."""
-    if schedule.timing_kind not in ("cron", "rrule") or is_utc(schedule.time_zone):
+    if not timings.is_local(schedule):
         return {}
     return {
         "time_zone": schedule.time_zone,

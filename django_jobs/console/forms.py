@@ -25,9 +25,9 @@ from ..declarations import Declaration, InvalidSchedule, schedule
 from ..models import Limit, Schedule, ScheduleStatus
 from ..registry import registry
 from ..safe_error import REDACTED
-from ..scheduling import crons, elapsed, rrules
-from ..scheduling.calendars import Calendar
-from ..scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime, TimingKind
+from ..scheduling import timings
+from ..scheduling.policies import Misfire, Overlap, RepeatedTime, Retry, SkippedTime
+from ..scheduling.timing import Timing
 from ..validation import REASON_MAX_CHARS, json_text
 
 DURATION_HELP = "[DD] [HH:[MM:]]SS, as Django's DurationField: 00:05:00 is five minutes"
@@ -74,8 +74,13 @@ class InstantText(forms.CharField):
             return parsed
 
 
-# The timings a form can give (a job's policy record, ``enqueued``, is never edited here).
-KINDS = [(kind.value, kind.value) for kind in TimingKind if kind != TimingKind.ENQUEUED]
+def kind_choices() -> list[tuple[str, str]]:
+    """The timings a form can give: every registered kind (a job's policy record,
+    ``enqueued``, is no timing, and never edited here)."""
+    return [(kind, kind) for kind in timings.kinds()]
+
+
+KINDS = kind_choices()
 
 # Where a declaration's field (InvalidSchedule.field) is shown on the form.
 _FIELD_OF = {
@@ -217,6 +222,7 @@ class ScheduleForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Only the jobs whose code offers them at run time (the service refuses any other).
         self.fields["job"].choices = [(name, name) for name in registry.runtime_names()]  # type: ignore[attr-defined]
+        self.fields["timing_kind"].choices = kind_choices()  # type: ignore[attr-defined]
         if record is not None:
             for name in ("tenant", "key"):
                 self.fields[name].disabled = True
@@ -280,38 +286,27 @@ class ScheduleForm(forms.Form):
             register=False,
         )
 
-    def _timing(self, data: dict[str, Any]) -> Any:
-        kind = data["timing_kind"]
-        wall = {
-            "zone": data["time_zone"],
-            "skipped": data["skipped_time"] or None,
-            "repeated": data["repeated_time"] or None,
-            "reason": data["zone_reason"],
+    def _timing(self, data: dict[str, Any]) -> Timing:
+        """The timing of the kind chosen, made by that kind from the columns the form gives
+        (``Timing.from_form``) and, for those it does not show, the record's own."""
+        kind = timings.kind_of(data["timing_kind"])
+        if kind is None:
+            raise InvalidSchedule(data["key"], "timing_kind", "not a timing kind")
+        needed = kind.form_fields[0]
+        if data.get(needed) in (None, ""):
+            raise InvalidSchedule(data["key"], needed, f"needed for a {data['timing_kind']} timing")
+        return kind.from_form({**self._kept_columns(), **data})
+
+    def _kept_columns(self) -> dict[str, Any]:
+        """The record's columns the form does not show (an ``rrule``'s business calendar):
+        a change keeps them."""
+        if self.record is None:
+            return {}
+        return {
+            column.attname: getattr(self.record, column.attname)
+            for column in Schedule._meta.concrete_fields
+            if column.attname not in self.fields
         }
-        needed = {
-            TimingKind.CRON: "cron",
-            TimingKind.RRULE: "rrule",
-            TimingKind.INTERVAL: "interval",
-            TimingKind.AT: "run_at",
-            TimingKind.AFTER: "delay",
-        }[TimingKind(kind)]
-        if data[needed] in (None, ""):
-            raise InvalidSchedule(data["key"], needed, f"needed for a {kind} timing")
-        if kind == TimingKind.CRON:
-            return crons.cron(data["cron"], **wall)
-        if kind == TimingKind.RRULE:
-            kept = self.record.calendar if self.record is not None else {}
-            return rrules.rrule(
-                data["rrule"],
-                **wall,
-                exclude=Calendar.from_definition(kept) if kept else None,
-                on_excluded=self.record.on_excluded if self.record is not None else "skip",
-            )
-        if kind == TimingKind.INTERVAL:
-            return elapsed.every(data["interval"], anchor=data["anchor"] or elapsed.EPOCH)
-        if kind == TimingKind.AT:
-            return elapsed.at(data["run_at"])
-        return elapsed.after(data["delay"])
 
 
 def shown_arguments(args: dict[str, Any]) -> str:
@@ -425,6 +420,12 @@ def _duration(value: timedelta | None) -> str:
     return f"{days} {clock}" if days else clock
 
 
+def _form_fields(kind: str) -> tuple[str, ...]:
+    """The columns the form fills for a timing of ``kind`` (none for one not registered)."""
+    registered = timings.kind_of(kind)
+    return () if registered is None else registered.form_fields
+
+
 def initial(record: Schedule) -> dict[str, Any]:
     """The form's fields as ``record`` holds them."""
     limit = Limit.objects.filter(schedule=record).first()
@@ -442,7 +443,7 @@ def initial(record: Schedule) -> dict[str, Any]:
         "repeated_time": record.repeated_time,
         "interval": _duration(record.interval),
         "anchor": record.anchor.isoformat() if record.anchor else "",
-        "run_at": at if record.timing_kind == TimingKind.AT else "",
+        "run_at": at if "run_at" in _form_fields(record.timing_kind) else "",  # not after()'s
         "delay": _duration(record.delay),
         "args": shown_arguments(record.args),
         "priority": record.priority,

@@ -8,14 +8,15 @@ long spans without listing them, exactly around each offset change.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 from zoneinfo import ZoneInfo
 
 from ..clock import ensure_aware_utc
 from . import cron as cronlib
+from . import cron_words, timing_words
 from .policies import RepeatedTime, SkippedTime, TimingKind
 from .timing import (
     MAX_INSTANTS_PER_DAY,
@@ -23,18 +24,24 @@ from .timing import (
     bounds,
     check_density,
     no_rule_fields,
+    register,
     wall_clock_fields,
 )
-from .wall_clock import WALL_MARGIN, check_wall_clock, chosen_choices, is_utc
-from .zones import gap_end, resolve, zone
+from .wall_clock import (
+    WALL_CLOCK_FORM_FIELDS,
+    WALL_MARGIN,
+    check_wall_clock,
+    chosen_choices,
+    is_utc,
+    wall_clock_arguments,
+)
+from .zones import offset_transitions as _offset_transitions
+from .zones import resolve, zone
 
 _FIRST_WINDOW = timedelta(hours=1)
 _MAX_WINDOW = timedelta(days=31)
 _HORIZON = timedelta(days=366 * 30)
 _SAMPLE = timedelta(minutes=30)
-# How often a long span is sampled for offset changes (no zone changes its offset twice
-# within 12 hours).
-_COUNT_SAMPLE = timedelta(hours=12)
 
 
 def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
@@ -49,25 +56,7 @@ def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
     return False
 
 
-def _offset_transitions(
-    tz: ZoneInfo, start: datetime, end: datetime
-) -> list[tuple[datetime, timedelta]]:
-    """Where ``tz`` changes its UTC offset in ``(start, end]``, each with the size of the
-    change."""
-    found = []
-    t, offset = start, start.astimezone(tz).utcoffset()
-    while t < end:
-        following = min(t + _COUNT_SAMPLE, end)
-        new = following.astimezone(tz).utcoffset()
-        if new != offset:
-            assert new is not None
-            assert offset is not None
-            found.append((gap_end(t, following, tz), abs(new - offset)))
-            offset = new
-        t = following
-    return found
-
-
+@register
 @dataclass(frozen=True)
 class Cron:
     """A five-field cron expression, evaluated as wall-clock time in ``zone``.
@@ -75,6 +64,11 @@ class Cron:
     Like every timing, it is validated on first use (``validate()``), so that ``schedule()``
     can report a bad argument naming the schedule it belongs to.
     """
+
+    wall_clock: ClassVar[bool] = True
+    one_off: ClassVar[bool] = False
+    fixed_instant: ClassVar[bool] = False
+    form_fields: ClassVar[tuple[str, ...]] = ("cron", *WALL_CLOCK_FORM_FIELDS)
 
     expr: str
     zone: str = "UTC"
@@ -199,6 +193,34 @@ class Cron:
             **wall_clock_fields(self.zone, self.skipped, self.repeated, self.reason),
             **no_rule_fields(),
         }
+
+    def created(self, instant: datetime) -> Self:
+        return self
+
+    def words(self, *, now: datetime) -> timing_words.TimingWords:
+        words = cron_words.describe(self.expr)
+        return timing_words.wall_clock(
+            f"{words.text} {self.zone}",
+            words.times,
+            zone_name=self.zone,
+            skipped=self.skipped,
+            repeated=self.repeated,
+            now=now,
+        )
+
+    @classmethod
+    def from_record(cls, fields: Any) -> Cron:
+        return cls(
+            fields.cron,
+            fields.time_zone,
+            fields.skipped_time,
+            fields.repeated_time,
+            getattr(fields, "zone_reason", ""),
+        )
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> Cron:
+        return cron(data["cron"], **wall_clock_arguments(data))
 
 
 def cron(

@@ -5,25 +5,52 @@ Pure: no clock, no database.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 from ..clock import ensure_aware_utc
 from .policies import MAX_DURATION, RepeatedTime, SkippedTime, TimingKind
-from .timing import InvalidTiming, bounds, check_instant, no_rule_fields, one_off_fields
+from .timing import (
+    InvalidTiming,
+    bounds,
+    check_instant,
+    no_rule_fields,
+    one_off_fields,
+    register,
+)
+from .timing_words import TimingWords, duration
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # the earliest instant a timing may name
 
 
+class _Elapsed:
+    """What the elapsed-time timings share: zones do not apply."""
+
+    wall_clock: ClassVar[bool] = False
+    zone: ClassVar[str] = "UTC"
+    local: ClassVar[bool] = False
+    reason: ClassVar[str] = ""
+    chosen: ClassVar[frozenset[str]] = frozenset()
+
+
+def _utc(instant: datetime) -> str:
+    return f"{instant:%Y-%m-%d %H:%M:%S} UTC"
+
+
+@register
 @dataclass(frozen=True)
-class Every:
+class Every(_Elapsed):
     """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC).
 
     Anchored, so it never drifts: ``every(timedelta(minutes=5))`` runs at :00, :05, :10, ...
     whenever the worker happens to plan. Zones do not apply to elapsed time.
     """
+
+    one_off: ClassVar[bool] = False
+    fixed_instant: ClassVar[bool] = False
+    form_fields: ClassVar[tuple[str, ...]] = ("interval", "anchor")
 
     interval: timedelta
     anchor: datetime = EPOCH
@@ -90,10 +117,32 @@ class Every:
             "delay": None,
         }
 
+    def created(self, instant: datetime) -> Self:
+        return self
 
+    def words(self, *, now: datetime) -> TimingWords:
+        return TimingWords(
+            f"every {duration(self.interval)} of elapsed time, counted from {_utc(self.anchor)}",
+            "UTC: zones and DST do not apply",
+        )
+
+    @classmethod
+    def from_record(cls, fields: Any) -> Every:
+        return cls(fields.interval, fields.anchor or EPOCH)
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> Every:
+        return every(data["interval"], anchor=data["anchor"] or EPOCH)
+
+
+@register
 @dataclass(frozen=True)
-class At:
+class At(_Elapsed):
     """Once, at one aware instant."""
+
+    one_off: ClassVar[bool] = True
+    fixed_instant: ClassVar[bool] = True
+    form_fields: ClassVar[tuple[str, ...]] = ("run_at",)
 
     instant: datetime
     kind: TimingKind = TimingKind.AT
@@ -122,10 +171,29 @@ class At:
         self.validate()
         return {**one_off_fields(), "timing_kind": self.kind.value, "run_at": self.instant}
 
+    def created(self, instant: datetime) -> Self:
+        return self
 
+    def words(self, *, now: datetime) -> TimingWords:
+        return TimingWords(f"once, at {_utc(self.instant)}", "")
+
+    @classmethod
+    def from_record(cls, fields: Any) -> At:
+        return cls(fields.run_at)
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> At:
+        return at(data["run_at"])
+
+
+@register
 @dataclass(frozen=True)
-class After:
+class After(_Elapsed):
     """Once, ``delay`` after the schedule record is created (``created_at``, set on creation)."""
+
+    one_off: ClassVar[bool] = True
+    fixed_instant: ClassVar[bool] = False
+    form_fields: ClassVar[tuple[str, ...]] = ("delay",)
 
     delay: timedelta
     created_at: datetime | None = None
@@ -153,9 +221,9 @@ class After:
         object.__setattr__(self, "_valid", True)
         return self
 
-    def created(self, instant: datetime) -> After:
-        """This timing for a record created at ``instant``."""
-        return After(self.delay, created_at=instant)
+    def created(self, instant: datetime) -> Self:
+        """This timing for a record created at ``instant``: its instant is ``delay`` after."""
+        return replace(self, created_at=instant)
 
     @property
     def instant(self) -> datetime:
@@ -179,6 +247,20 @@ class After:
         if self.created_at is not None:
             fields["run_at"] = self.instant
         return fields
+
+    def words(self, *, now: datetime) -> TimingWords:
+        when = f"once, {duration(self.delay)} after the record was created"
+        if self.created_at is not None:
+            when += f": at {_utc(self.instant)}"
+        return TimingWords(when, "")
+
+    @classmethod
+    def from_record(cls, fields: Any) -> After:
+        return cls(fields.delay, created_at=fields.run_at - fields.delay)
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> After:
+        return after(data["delay"])
 
 
 def every(interval: timedelta, *, anchor: datetime = EPOCH) -> Every:

@@ -32,7 +32,8 @@ from typing import NamedTuple
 from ..clock import ensure_aware_utc
 from .policies import Misfire, Overlap
 from .rrules import MAX_WALLS_PER_DAY, RRule
-from .timings import At, Every, Timing
+from .timing import EARLIEST_INSTANT
+from .timings import Every, Timing
 
 SKIP_RECORD_CAP = 100
 # The most missed instants a schedule may replay (declarations refuse more; a row that says
@@ -131,8 +132,8 @@ def first_due(timing: Timing, *, since: datetime, now: datetime) -> datetime:
 
 
 def plan_unreached(request: PlanRequest) -> PlanDecision | None:
-    """The decision for the instant of an ``at`` one-off that ``plan`` never reaches, or None
-    when there is none.
+    """The decision for the instant of an ``at`` one-off (a ``fixed_instant`` kind) that
+    ``plan`` never reaches, or None when there is none.
 
     ``plan`` starts at the record's creation (``since``), or just after its recovery point, so
     a one-off whose instant had passed when its record was written (a deploy that lands late,
@@ -143,9 +144,11 @@ def plan_unreached(request: PlanRequest) -> PlanDecision | None:
     an instant still to come (``plan`` reaches it).
     """
     timing = request.timing
-    if not isinstance(timing, At):
+    if not timing.fixed_instant:
         return None
-    instant = timing.validate().instant
+    instant = next(iter(timing.validate().iter_from(EARLIEST_INSTANT)), None)
+    if instant is None:
+        return None
     start = ensure_aware_utc(request.since, name="since")
     if request.last_scheduled_at is not None:
         start = max(start, ensure_aware_utc(request.last_scheduled_at, name="last") + _TICK)

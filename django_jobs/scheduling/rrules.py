@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 from zoneinfo import ZoneInfo
 
 from ..clock import ensure_aware_utc
-from . import recurrence_words
+from . import recurrence_words, timing_words
 from .calendars import FIELD as CALENDAR_FIELD
 from .calendars import MAX_RUN, Calendar, calendar
 from .policies import OnExcluded, RepeatedTime, SkippedTime, TimingKind
@@ -35,8 +35,15 @@ from .recurrences import (
     Recurrence,
     parse,
 )
-from .timing import MAX_INSTANTS_PER_DAY, InvalidTiming, bounds, wall_clock_fields
-from .wall_clock import WALL_MARGIN, check_wall_clock, chosen_choices, is_utc
+from .timing import MAX_INSTANTS_PER_DAY, InvalidTiming, bounds, register, wall_clock_fields
+from .wall_clock import (
+    WALL_CLOCK_FORM_FIELDS,
+    WALL_MARGIN,
+    check_wall_clock,
+    chosen_choices,
+    is_utc,
+    wall_clock_arguments,
+)
 from .zones import resolve, zone
 
 # The rule's own names, importable from here as they always were.
@@ -71,6 +78,7 @@ _MOVES = {
 }
 
 
+@register
 @dataclass(frozen=True)
 class RRule:
     """An RFC 5545 recurrence rule evaluated as wall-clock time in ``zone``, optionally with a
@@ -79,6 +87,11 @@ class RRule:
     Validated on first use (``validate()``), like every timing, so that ``schedule()`` can
     report a bad argument naming its schedule; ``exclude`` then holds a ``Calendar`` or None.
     """
+
+    wall_clock: ClassVar[bool] = True
+    one_off: ClassVar[bool] = False
+    fixed_instant: ClassVar[bool] = False
+    form_fields: ClassVar[tuple[str, ...]] = ("rrule", *WALL_CLOCK_FORM_FIELDS)
 
     rule: str
     zone: str = "UTC"
@@ -280,6 +293,35 @@ class RRule:
             "cron": "",
             **wall_clock_fields(self.zone, self.skipped, self.repeated, self.reason),
         }
+
+    def created(self, instant: dt.datetime) -> Self:
+        return self
+
+    def words(self, *, now: dt.datetime) -> timing_words.TimingWords:
+        return timing_words.wall_clock(
+            self.describe(),
+            timing_words.rule_times(self),
+            zone_name=self.zone,
+            skipped=self.skipped,
+            repeated=self.repeated,
+            now=now,
+        )
+
+    @classmethod
+    def from_record(cls, fields: Any) -> RRule:
+        return from_fields(fields)
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> RRule:
+        """The rule the form gives; its business calendar, which the form does not show, is
+        the record's (none for a new one)."""
+        definition = data.get("calendar") or {}
+        return rrule(
+            data["rrule"],
+            **wall_clock_arguments(data),
+            exclude=Calendar.from_definition(definition) if definition else None,
+            on_excluded=data.get("on_excluded") or OnExcluded.SKIP,
+        )
 
     def describe(self) -> str:
         """The rule in words, for the admin and ``jobs inspect``: "monthly on the last weekday

@@ -1,19 +1,29 @@
-"""What every timing is: the ``Timing`` protocol, the error naming a bad argument, the window
-every evaluation checks, the window of instants anything may name (``check_instant``), and
-the ``Schedule`` record columns a timing writes.
+"""What every timing is: the ``Timing`` protocol, the registry of timing kinds, the error
+naming a bad argument, the window every evaluation checks, the window of instants anything
+may name (``check_instant``), and the ``Schedule`` record columns a timing writes.
+
+A timing kind is one class that answers the protocol (whether it is wall-clock time, a
+one-off, its zone, its words, its record columns, how a record and the console's form make
+one) and registers itself (``register``) under its ``kind``: the rest of the app asks the
+protocol or the registry, never ``isinstance`` or a kind's name.
 
 Pure: no clock, no database. The timings themselves live in ``crons``, ``rrules`` and
-``elapsed``; ``timings`` builds them and reads them back from a record.
+``elapsed``; ``timings`` imports them all (so each is registered) and reads them back from a
+record.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import inspect
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 from ..clock import ensure_aware_utc
-from .policies import RepeatedTime, SkippedTime, TimingKind
+from .policies import RepeatedTime, SkippedTime
+
+if TYPE_CHECKING:
+    from .timing_words import TimingWords
 
 
 class InvalidTiming(ValueError):
@@ -84,10 +94,45 @@ def check_instant(field: str, value: object) -> datetime:
 
 
 class Timing(Protocol):
-    """What the planner asks of a timing (``Cron``, ``RRule``, ``Every``, ``At``, ``After``)."""
+    """What a timing kind is (``Cron``, ``RRule``, ``Every``, ``At``, ``After``): what the
+    planner asks of any timing, and what the rest of the app asks of its kind.
+
+    The class attributes say what the kind is, for a timing and for a record of its kind
+    (``timings.kind_of``): ``wall_clock``, evaluated as wall-clock time in its ``zone``
+    (``cron``, ``rrule``) rather than elapsed time in UTC; ``one_off``, one instant, then
+    done (``at``, ``after``); ``fixed_instant``, a one-off whose instant is given rather than
+    counted from its record's creation, so it may come before the record exists, where no
+    plan pass starts (``at``; ``planner.plan_unreached``); ``form_fields``, the record
+    columns the console's form fills for it, the first of them needed.
+    """
+
+    wall_clock: ClassVar[bool]
+    one_off: ClassVar[bool]
+    fixed_instant: ClassVar[bool]
+    form_fields: ClassVar[tuple[str, ...]]
 
     @property
-    def kind(self) -> TimingKind: ...
+    def kind(self) -> str: ...
+
+    @property
+    def zone(self) -> str:
+        """The IANA zone its wall-clock times are in ("UTC" for elapsed-time kinds)."""
+        ...
+
+    @property
+    def local(self) -> bool:
+        """Whether it is a business-local schedule (wall-clock time in a zone not UTC)."""
+        ...
+
+    @property
+    def reason(self) -> str:
+        """Why a business-local schedule is not UTC ("" when not given, or not wall-clock)."""
+        ...
+
+    @property
+    def chosen(self) -> frozenset[str]:
+        """Which DST choices (``"skipped"``, ``"repeated"``) its maker was given explicitly."""
+        ...
 
     def validate(self) -> Self: ...
 
@@ -98,6 +143,51 @@ class Timing(Protocol):
     def iter_from(self, start: datetime) -> Iterator[datetime]: ...
 
     def record_fields(self) -> dict[str, Any]: ...
+
+    def created(self, instant: datetime) -> Self:
+        """This timing for a record created at ``instant`` (``after`` counts from it)."""
+        ...
+
+    def words(self, *, now: datetime) -> TimingWords:
+        """In words (``timing_words``), its zone read for the year after ``now``."""
+        ...
+
+    @classmethod
+    def from_record(cls, fields: Any) -> Timing:
+        """The timing stored on a ``Schedule`` row (or anything with its attributes),
+        unvalidated."""
+        ...
+
+    @classmethod
+    def from_form(cls, data: Mapping[str, Any]) -> Timing:
+        """The timing the console's form gives: ``data`` holds the record's columns as the
+        form cleaned them (a blank choice is ``""``), and the record's own for the columns
+        the form does not show."""
+        ...
+
+
+_Kind = TypeVar("_Kind", bound=type[Timing])
+_KINDS: dict[str, type[Timing]] = {}
+
+
+def register(cls: _Kind) -> _Kind:
+    """Register the timing class ``cls`` under its ``kind`` (a class decorator): records of
+    that kind are read back with ``cls.from_record``, and the console's form offers it."""
+    kind = str(inspect.getattr_static(cls, "kind"))  # the class's (a dataclass default)
+    if _KINDS.get(kind, cls) is not cls:
+        raise ValueError(f"the timing kind {kind!r} is registered already: {_KINDS[kind]!r}")
+    _KINDS[kind] = cls
+    return cls
+
+
+def unregister(kind: str) -> None:
+    """Forget the timing kind ``kind`` (for tests that register a kind of their own)."""
+    _KINDS.pop(kind, None)
+
+
+def registered() -> dict[str, type[Timing]]:
+    """Every registered timing kind, by name, in the order they were registered."""
+    return dict(_KINDS)
 
 
 def bounds(start: datetime, end: datetime) -> tuple[datetime, datetime]:

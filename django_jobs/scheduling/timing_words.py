@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
-from . import cron_words
-from .crons import Cron, _offset_transitions
-from .elapsed import After, At, Every
 from .policies import RepeatedTime, SkippedTime
 from .recurrence_words import _listing
-from .rrules import RRule
-from .timing import Timing
 from .wall_clock import is_utc
-from .zones import zone
+from .zones import offset_transitions, zone
+
+if TYPE_CHECKING:
+    from .recurrences import Recurrence
+    from .timing import Timing
 
 # How far ahead a zone's offsets and clock changes are read.
 YEAR = dt.timedelta(days=366)
@@ -36,6 +36,11 @@ _REPEATED = {
     RepeatedTime.LAST: "runs once, at its second instance",
     RepeatedTime.BOTH: "runs twice, at both instances",
 }
+
+
+class _HasRecurrence(Protocol):
+    @property
+    def recurrence(self) -> Recurrence: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,7 @@ def clock_changes(tz: ZoneInfo, start: dt.datetime, end: dt.datetime) -> list[Cl
     timing counts across them)."""
     return [
         ClockChange(at, _offset(at - _TICK, tz), _offset(at, tz))
-        for at, _ in _offset_transitions(tz, start, end)
+        for at, _ in offset_transitions(tz, start, end)
     ]
 
 
@@ -89,34 +94,26 @@ def _offset(instant: dt.datetime, tz: ZoneInfo) -> dt.timedelta:
 
 def describe(timing: Timing, *, now: dt.datetime) -> TimingWords:
     """``timing`` in words, its zone's offsets and clock changes read for the year after
+    ``now``: each kind says its own (``Timing.words``)."""
+    return timing.words(now=now)
+
+
+def wall_clock(
+    when: str,
+    times: tuple[dt.time, ...] | None,
+    *,
+    zone_name: str,
+    skipped: str,
+    repeated: str,
+    now: dt.datetime,
+) -> TimingWords:
+    """The words of a wall-clock timing: ``when`` (the timing in its zone), at the local
+    ``times`` of day (None: too many to name), in UTC, and what its ``skipped`` and
+    ``repeated`` local times do where ``zone_name``'s clocks change in the year after
     ``now``."""
-    if isinstance(timing, Cron | RRule):
-        return _wall_clock(timing, now)
-    if isinstance(timing, Every):
-        anchor = f"{timing.anchor:%Y-%m-%d %H:%M:%S} UTC"
-        return TimingWords(
-            f"every {duration(timing.interval)} of elapsed time, counted from {anchor}",
-            "UTC: zones and DST do not apply",
-        )
-    if isinstance(timing, At):
-        return TimingWords(f"once, at {timing.instant:%Y-%m-%d %H:%M:%S} UTC", "")
-    if isinstance(timing, After):
-        when = f"once, {duration(timing.delay)} after the record was created"
-        if timing.created_at is not None:
-            when += f": at {timing.instant:%Y-%m-%d %H:%M:%S} UTC"
+    if is_utc(zone_name):
         return TimingWords(when, "")
-    raise TypeError(f"no words for the timing {timing!r}")
-
-
-def _wall_clock(timing: Cron | RRule, now: dt.datetime) -> TimingWords:
-    if isinstance(timing, Cron):
-        words = cron_words.describe(timing.expr)
-        when, times = f"{words.text} {timing.zone}", words.times
-    else:
-        when, times = timing.describe(), rule_times(timing)
-    if is_utc(timing.zone):
-        return TimingWords(when, "")
-    tz = zone(timing.zone)
+    tz = zone(zone_name)
     changes = clock_changes(tz, now, now + YEAR)
     offsets = sorted(
         {now.astimezone(tz).utcoffset() or dt.timedelta(0)} | {c.after for c in changes}
@@ -124,12 +121,12 @@ def _wall_clock(timing: Cron | RRule, now: dt.datetime) -> TimingWords:
     in_utc = _in_utc(times, offsets, now, tz)
     if not changes:
         return TimingWords(
-            when, in_utc, f"{timing.zone} does not change its clocks in the coming year"
+            when, in_utc, f"{zone_name} does not change its clocks in the coming year"
         )
     named = times[0].strftime("%H:%M") if times is not None and len(times) == 1 else "local time"
     dst = (
-        f"a skipped {named} {_SKIPPED[SkippedTime(timing.skipped)]}; "
-        f"a repeated {named} {_REPEATED[RepeatedTime(timing.repeated)]} "
+        f"a skipped {named} {_SKIPPED[SkippedTime(skipped)]}; "
+        f"a repeated {named} {_REPEATED[RepeatedTime(repeated)]} "
         f"(clocks change {_listing([c.words for c in changes])})"
     )
     return TimingWords(when, in_utc, dst)
@@ -166,8 +163,9 @@ def _utc_time(local: dt.time, offset: dt.timedelta) -> str:
     return wall.strftime("%H:%M") + day
 
 
-def rule_times(timing: RRule) -> tuple[dt.time, ...] | None:
-    """The local times of day of a calendar rule that runs at a few (not an hourly one)."""
+def rule_times(timing: _HasRecurrence) -> tuple[dt.time, ...] | None:
+    """The local times of day of a calendar rule (an ``RRule``) that runs at a few (not an
+    hourly one)."""
     recurrence = timing.recurrence
     if recurrence.freq == "HOURLY":
         return None

@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from .crons import Cron
 from .policies import SkippedTime
-from .rrules import RRule
 from .timing import Timing
 from .timing_words import offset_words
 from .zones import zone
@@ -88,13 +87,13 @@ def next_runs(
 ) -> list[UpcomingRun]:
     """The next ``count`` runs of ``timing`` from ``now`` on (within ``horizon``), each in
     its zone (UTC for elapsed-time and one-off timings) and marked."""
-    tz = zone(timing.zone) if isinstance(timing, Cron | RRule) else ZoneInfo("UTC")
+    tz = zone(timing.zone)
     runs = []
     previous = now.astimezone(tz)
     for instant in instants(timing, now=now, count=count, horizon=horizon):
         local = instant.astimezone(tz)
         marks = [m for m in (_offset_change(previous, local), _repeated(local, tz)) if m]
-        if isinstance(timing, Cron | RRule) and _shifted(timing, instant):
+        if timing.wall_clock and _shifted(timing, instant):
             marks.append(f"shifted: a skipped local time (DST gap) runs at {local:%H:%M}")
         runs.append(UpcomingRun(instant, local, tuple(marks)))
         previous = local
@@ -122,9 +121,10 @@ def _repeated(local: dt.datetime, tz: ZoneInfo) -> str:
     return f"{local:%H:%M} happens twice: this is the {which} ({local.tzname()})"
 
 
-def _shifted(timing: Cron | RRule, instant: dt.datetime) -> bool:
+def _shifted(timing: Any, instant: dt.datetime) -> bool:
     """Whether ``instant`` runs only because a skipped local time shifts to it: the same
-    timing with ``skipped="skip"`` does not produce it."""
+    wall-clock timing (a dataclass with a ``skipped`` choice) with ``skipped="skip"`` does
+    not produce it."""
     if timing.skipped != SkippedTime.SHIFT:
         return False
     tz = zone(timing.zone)

@@ -6,7 +6,9 @@ Pure: no clock, no database.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from .policies import RepeatedTime, SkippedTime
 from .timing import InvalidTiming
@@ -75,3 +77,18 @@ def chosen_choices(skipped: object, repeated: object) -> frozenset[str]:
     return frozenset(
         name for name, value in (("skipped", skipped), ("repeated", repeated)) if value is not None
     )
+
+
+# The record columns the console's form fills for every wall-clock timing, after its own.
+WALL_CLOCK_FORM_FIELDS = ("time_zone", "zone_reason", "skipped_time", "repeated_time")
+
+
+def wall_clock_arguments(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The zone, DST choices and reason of a wall-clock timing as the console's form gives
+    them (``Timing.from_form``): a blank choice is not chosen (check ``django_jobs.E019``)."""
+    return {
+        "zone": data["time_zone"],
+        "skipped": data["skipped_time"] or None,
+        "repeated": data["repeated_time"] or None,
+        "reason": data["zone_reason"],
+    }

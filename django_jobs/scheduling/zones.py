@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import resources
 from zoneinfo import ZoneInfo
 
@@ -82,3 +82,27 @@ def gap_end(before: datetime, after: datetime, tz: ZoneInfo) -> datetime:
         else:
             lo = mid
     return datetime.fromtimestamp(hi, UTC)
+
+
+# How often a long span is sampled for offset changes (no zone changes its offset twice
+# within 12 hours).
+_COUNT_SAMPLE = timedelta(hours=12)
+
+
+def offset_transitions(
+    tz: ZoneInfo, start: datetime, end: datetime
+) -> list[tuple[datetime, timedelta]]:
+    """Where ``tz`` changes its UTC offset in ``(start, end]``, each with the size of the
+    change."""
+    found = []
+    t, offset = start, start.astimezone(tz).utcoffset()
+    while t < end:
+        following = min(t + _COUNT_SAMPLE, end)
+        new = following.astimezone(tz).utcoffset()
+        if new != offset:
+            assert new is not None
+            assert offset is not None
+            found.append((gap_end(t, following, tz), abs(new - offset)))
+            offset = new
+        t = following
+    return found

@@ -23,7 +23,7 @@ import structlog
 from .. import audit, signals, store
 from ..models import Schedule, ScheduleStatus
 from ..scheduling import planner, timings
-from ..scheduling.policies import Misfire, TimingKind
+from ..scheduling.policies import Misfire
 from ..signals import OccurrenceEvent
 from ..store import PlannedOccurrence
 
@@ -69,7 +69,9 @@ def _decide(schedule: Schedule, *, now: datetime) -> list[PlannedOccurrence]:
     is left to the plan pass, which parks it naming the field."""
     if schedule.status != ScheduleStatus.ACTIVE or not schedule.enabled:
         return []
-    if schedule.timing_kind != TimingKind.AT or not schedule.run_at or schedule.run_at > now:
+    if schedule.timing_kind not in timings.fixed_instant_kinds():
+        return []  # an ``at`` one-off's, whose instant may come before its record's creation
+    if not schedule.run_at or schedule.run_at > now:
         return []  # cheap: a sync of thousands evaluates no timing it need not
     try:
         decision = planner.plan_unreached(

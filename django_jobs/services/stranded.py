@@ -20,6 +20,7 @@ from ..models import (
     ScheduleStatus,
     Trigger,
 )
+from ..scheduling import timings
 from ..scheduling.policies import TimingKind
 
 
@@ -77,7 +78,7 @@ def stranded_schedules(*, now: datetime, limit: int | None = None) -> list[Stran
             ended=Exists(own.filter(state__in=TERMINAL_STATES)),
         )
         .filter(runs=False)
-        .exclude(timing_kind__in=(TimingKind.AT, TimingKind.AFTER), ended=True, waits=False)
+        .exclude(timing_kind__in=sorted(timings.one_off_kinds()), ended=True, waits=False)
         .order_by("tenant", "key")
     )
     return [_stranded(s) for s in (rows if limit is None else rows[:limit])]
@@ -87,7 +88,7 @@ def _stranded(schedule: Any) -> Stranded:
     """A row of ``stranded_schedules``, with why nothing will run it."""
     if schedule.waits:
         why = "its occurrence missed its max_delay before it started and waits for a plan pass"
-    elif schedule.timing_kind == TimingKind.AT and not schedule.ended:
+    elif schedule.timing_kind in timings.fixed_instant_kinds() and not schedule.ended:
         instant = schedule.run_at.isoformat() if schedule.run_at else "?"
         why = f"its one-off instant {instant} was never planned"
     else:

@@ -86,10 +86,7 @@ class ScheduleSummary:
     @property
     def zoned(self) -> bool:
         """Whether its runs are shown in a zone other than UTC."""
-        return self.schedule.timing_kind in (
-            TimingKind.CRON,
-            TimingKind.RRULE,
-        ) and not timings.is_utc(self.schedule.time_zone)
+        return timings.is_local(self.schedule)
 
 
 def schedule_summary(schedule: Schedule, *, actor: Any, now: datetime) -> ScheduleSummary:
