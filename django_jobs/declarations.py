@@ -249,14 +249,14 @@ REPEATED_CHOICES = (
 
 
 def local_time_gaps(timing: Timing) -> list[tuple[str, str]]:
-    """What a business-local (non-UTC) wall-clock timing (``cron`` or ``rrule``) leaves
-    unsaid, as (field, message): its reason, and its explicit DST choices. Empty for UTC and
-    for elapsed-time timings."""
-    if not isinstance(timing, Cron | RRule) or not timing.local:
+    """What a business-local (non-UTC) wall-clock timing (``cron``, ``rrule``: any
+    ``Timing.local``) leaves unsaid, as (field, message): its reason, and its explicit DST
+    choices. Empty for UTC and for elapsed-time timings."""
+    if not timing.local:
         return []
     gaps = []
     if not timing.reason:
-        maker = "cron" if isinstance(timing, Cron) else "rrule"
+        maker = timing.kind  # a wall-clock kind's maker is named for it: cron(), rrule()
         gaps.append(
             (
                 "timing.reason",

@@ -16,7 +16,7 @@ import html
 import re
 
 from .models import Runbook, RunbookKind, Schedule
-from .scheduling.timings import is_utc
+from .scheduling import timings
 
 # Punctuation that starts markdown's inline syntax (code, emphasis, links and images,
 # strikethrough, tables, headings): escaped with a backslash in a record's own text. An
@@ -147,7 +147,7 @@ def markdown(schedule: Schedule) -> str:
             )
             + " (the rule in words: `manage.py jobs inspect`).",
         ]
-    if schedule.timing_kind in ("cron", "rrule") and not is_utc(schedule.time_zone):
+    if timings.is_local(schedule):
         reason = schedule.zone_reason or "(no reason recorded)"
         lines[-1:-1] = [
             "",

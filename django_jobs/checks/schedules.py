@@ -13,8 +13,8 @@ from django.db.models import Count
 from .. import conf
 from ..declarations import Declaration, declared, local_time_gaps
 from ..registry import registry
-from ..scheduling import cron, rrules, zones
-from ..scheduling.timings import InvalidTiming, is_utc
+from ..scheduling import cron, rrules, timings, zones
+from ..scheduling.timings import InvalidTiming
 from ..validation import draft_gaps, draft_overdue
 from .environment import current_date
 
@@ -167,7 +167,7 @@ def _local_time_problems(record: Any, name: str) -> list[CheckMessage]:
     """E018/E019: a declared business-local schedule without its reason or its explicit DST
     choices. W023: a database record of one without a reason (written before reasons were
     required, or not through a declaration): a warning, so ``migrate`` is not blocked."""
-    if record.timing_kind not in ("cron", "rrule") or is_utc(record.time_zone):
+    if not timings.is_local(record):
         return []
     if record.time_zone not in zones.iana_names():
         return []  # E013 says what is wrong with it

@@ -92,7 +92,7 @@ def _reactivate_for_replay(
     again for its replay; a retired recurring schedule is refused (re-declare it)."""
     if schedule.status != ScheduleStatus.RETIRED:
         return
-    if schedule.timing_kind not in ("at", "after"):
+    if schedule.timing_kind not in timings.one_off_kinds():
         raise JobsError(
             f"schedule {schedule} is retired: no replica runs its occurrences; declare it "
             "again (status active) before replaying"

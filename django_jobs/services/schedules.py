@@ -21,7 +21,6 @@ from ..declarations import Declaration, InvalidSchedule, local_time_gaps
 from ..exceptions import JobsError
 from ..models import Limit, Origin, Schedule, ScheduleStatus
 from ..registry import registry
-from ..scheduling.timings import After
 from ..validation import need_reason
 from .limits import set_limit
 from .one_offs import plan_late_one_offs
@@ -71,9 +70,8 @@ def _upsert(declaration: Declaration, *, existing: Schedule | None, write: _Writ
     """Create or update the record of ``declaration`` (``existing``: its locked row, if any),
     with its Limit and its runbooks (on create too: check E017 must never find a schedule the
     app wrote without them)."""
-    timing = declaration.timing
-    if isinstance(timing, After):  # "after" counts from the record's creation
-        timing = timing.created(existing.created_at if existing else write.now)
+    # "after" counts from the record's creation
+    timing = declaration.timing.created(existing.created_at if existing else write.now)
     fields = {**declaration.record_fields(), **timing.record_fields()}
     if existing is None:
         return _create(declaration, fields, write)

@@ -36,7 +36,6 @@ from ..declarations import Declaration
 from ..exceptions import UnknownJob
 from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
 from ..registry import registry
-from ..scheduling.timings import After, At
 from . import limits
 from .one_offs import plan_late_one_offs
 from .rows import first_due
@@ -247,9 +246,7 @@ def _read_records(declarations: list[Declaration]) -> dict[tuple[str, str], Sche
 
 def _fields(declaration: Declaration, created_at: datetime) -> dict[str, Any]:
     """The columns ``declaration`` sets on a record created at ``created_at``."""
-    timing = declaration.timing
-    if isinstance(timing, After):  # "after" counts from the record's creation
-        timing = timing.created(created_at)
+    timing = declaration.timing.created(created_at)  # "after" counts from the creation
     return {**declaration.record_fields(), **timing.record_fields()}
 
 
@@ -471,8 +468,9 @@ def _consumed_by(declaration: Declaration) -> tuple[Any, ...] | None:
     """How a consumed one-off of this declaration is recorded (``ConsumedOneOff``), or None
     for a recurring declaration."""
     timing = declaration.timing
-    if isinstance(timing, At):
-        return (declaration.tenant, declaration.key, "at", timing.instant, None)
-    if isinstance(timing, After):
-        return (declaration.tenant, declaration.key, "after", None, timing.delay)
-    return None
+    if not timing.one_off:
+        return None
+    # As the ledger holds it: ``at`` by its instant, ``after`` by its delay (not yet created).
+    given = timing.record_fields()
+    run_at = given["run_at"] if timing.fixed_instant else None
+    return (declaration.tenant, declaration.key, timing.kind, run_at, given["delay"])
