@@ -1,8 +1,10 @@
 """The recovery procedures of each schedule: inspection, manual replay, disable.
 
 Each names the exact interface that performs it and what happens to an occurrence already
-claimed. ``jobs sync`` (and every run-time schedule change) writes them as ``Runbook`` rows;
-``manage.py jobs runbooks`` exports them as markdown. None of them writes the tables directly.
+claimed. ``jobs sync`` (and every run-time schedule change) writes them as ``Runbook`` rows
+through the store (``store.write_runbooks``): this module decides their texts and which rows
+are stale. ``manage.py jobs runbooks`` exports them as markdown. None of the procedures writes
+the tables directly.
 
 The export is read where markdown is rendered (a wiki, a repository, a chat), so no text of a
 record becomes markup there: owners, reasons and the runbook texts are escaped (HTML's
@@ -14,7 +16,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 
+from . import store
 from .models import Runbook, RunbookKind, Schedule
 from .scheduling import timings
 
@@ -111,19 +115,39 @@ def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
     }
 
 
+TEXTS = ("interface", "claimed_occurrence_effect", "verification")
+
+
+def rows(schedule: Schedule) -> list[Runbook]:
+    """The schedule's three Runbook rows as this release words them (unsaved)."""
+    return [
+        Runbook(schedule=schedule, kind=k, **texts) for k, texts in procedures(schedule).items()
+    ]
+
+
+def stale(schedules: Sequence[Schedule]) -> list[Runbook]:
+    """The Runbook rows of ``schedules`` that are missing or worded otherwise than
+    ``procedures`` words them now (unsaved, as they should be): one read of them all."""
+    have = {
+        (sid, kind): texts
+        for sid, kind, *texts in Runbook.objects.filter(
+            schedule_id__in=[s.pk for s in schedules]
+        ).values_list("schedule_id", "kind", *TEXTS)
+    }
+    return [
+        Runbook(schedule=schedule, kind=kind, **texts)
+        for schedule in schedules
+        for kind, texts in procedures(schedule).items()
+        if have.get((schedule.pk, kind)) != [texts[name] for name in TEXTS]
+    ]
+
+
 def write(schedule: Schedule) -> int:
     """Create the schedule's three Runbook rows, or bring them up to date; return how many
     rows were created or changed (0 when they were current: one read, no write)."""
-    wanted = procedures(schedule)
-    have = {r.kind: r for r in Runbook.objects.filter(schedule=schedule)}
-    written = 0
-    for kind, fields in wanted.items():
-        row = have.get(kind)
-        if row is not None and all(getattr(row, k) == v for k, v in fields.items()):
-            continue
-        Runbook.objects.update_or_create(schedule=schedule, kind=kind, defaults=fields)
-        written += 1
-    return written
+    written = stale([schedule])
+    store.write_runbooks(written)
+    return len(written)
 
 
 def markdown(schedule: Schedule) -> str:

@@ -266,7 +266,7 @@ def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) ->
     transaction made it first (then that one's, once it commits)."""
     try:
         with transaction.atomic():  # a savepoint inside the caller's transaction
-            record = Schedule.objects.create(
+            record = Schedule(
                 tenant=tenant,
                 key=policy_key(handler.name),
                 job=handler.name,
@@ -280,7 +280,8 @@ def _create_policy_record(handler: JobHandler, tenant: str, *, now: datetime) ->
                 updated_at=now,
                 **handler.policy_record_fields,
             )
-            Limit.objects.create(schedule=record, **handler.policies.limit)
+            store.insert_schedules([record])
+            store.insert_limits([Limit(schedule=record, **handler.policies.limit)])
             audit.record(  # with its retention, as every schedule's creation is recorded
                 at=now,
                 actor=ENQUEUE_ACTOR,

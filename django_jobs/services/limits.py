@@ -6,7 +6,8 @@ its ``schedule.created`` record (``keep_for``, ``keep_last``); a change of an ex
 by ``upsert_schedule`` (and the console's form through it), ``jobs sync`` or the policy
 records of enqueued work, is ``schedule.retention_changed`` with the retention before (each
 ``None`` when the schedule had no Limit) and after. A purge records the Limit it applied, so
-the deletion it makes points back to the change that allowed it.
+the deletion it makes points back to the change that allowed it. The rows are written by the
+store (``store.insert_limits``, ``store.write_limits``); this module decides and audits.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .. import audit
+from .. import audit, store
 from ..models import Limit, Schedule
 
 RETENTION_CHANGED = "schedule.retention_changed"
@@ -67,7 +68,7 @@ def set_limit(
     before = retention(current)
     if before == wanted:
         return False
-    Limit.objects.update_or_create(schedule=schedule, defaults=wanted)
+    store.write_limits([Limit(schedule=schedule, **wanted)])
     audit.record_all(
         [changed(schedule, before=before, after=wanted, at=now, actor=actor, reason=reason)]
     )

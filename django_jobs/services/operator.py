@@ -23,7 +23,7 @@ from ..validation import arguments, need_reason
 from .limits import retention_of
 from .one_offs import plan_late_one_offs
 from .rows import locked, need_same_tenant, occurrence_row, record, shown
-from .schedules import PARKED_FIELDS, unpark
+from .schedules import unpark
 
 DISABLED_FIELDS = ("enabled", "disabled_by", "disabled_reason", "disabled_at")
 
@@ -77,10 +77,10 @@ def disable(
             schedule.disabled_by, schedule.disabled_reason = audit.actor_name(actor), reason
             schedule.disabled_at = schedule.updated_at = now
             schedule.paused_by_tenant = tenant_pause
-            schedule.save(update_fields=[*DISABLED_FIELDS, "paused_by_tenant", "updated_at"])
+            store.write_disabled(schedule)
         elif schedule.paused_by_tenant and not tenant_pause:  # an operator's own, now
             schedule.paused_by_tenant, schedule.updated_at = False, now
-            schedule.save(update_fields=["paused_by_tenant", "updated_at"])
+            store.write_disabled(schedule)
         record(
             schedule,
             now=now,
@@ -112,15 +112,7 @@ def enable(schedule: Schedule, *, actor: Any, reason: str, now: datetime) -> Sch
         schedule.paused_by_tenant = False
         unpark(schedule, now=now)
         schedule.updated_at = now
-        schedule.save(
-            update_fields=[
-                *DISABLED_FIELDS,
-                "paused_by_tenant",
-                *PARKED_FIELDS,
-                "next_due_at",
-                "updated_at",
-            ]
-        )
+        store.write_enabled(schedule)
         record(
             schedule,
             now=now,

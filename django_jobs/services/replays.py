@@ -99,7 +99,7 @@ def _reactivate_for_replay(
         )
     before["schedule_status"], after["schedule_status"] = schedule.status, ScheduleStatus.ACTIVE
     schedule.status, schedule.retired_at, schedule.updated_at = ScheduleStatus.ACTIVE, None, now
-    schedule.save(update_fields=["status", "retired_at", "updated_at"])
+    store.write_status([schedule])
 
 
 def replay_at(

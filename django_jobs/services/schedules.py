@@ -88,7 +88,7 @@ def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> 
         **fields,
     )
     schedule.next_due_at = first_due(schedule, now=write.now)  # no plan pass before then
-    schedule.save(force_insert=True)
+    store.insert_schedules([schedule])
     retention = declaration.limit_fields()
     record(
         schedule,
@@ -98,7 +98,7 @@ def _create(declaration: Declaration, fields: dict[str, Any], write: _Write) -> 
         reason=write.reason,
         after={**fields, **retention},
     )
-    Limit.objects.create(schedule=schedule, **retention)
+    store.insert_limits([Limit(schedule=schedule, **retention)])
     plan_late_one_offs([schedule], now=write.now)  # created after its instant
     return _Upserted(schedule, "created", runbooks.write(schedule))
 
@@ -133,7 +133,7 @@ def _update(
         changed["parked"] = ""
         unpark(existing, now=write.now)
     existing.full_clean(exclude=["running_occurrence"])
-    existing.save()
+    store.write_records([existing])
     if replan:
         store.withdraw_planned_ahead([existing.pk], now=write.now)
     action = change_action(before, changed)

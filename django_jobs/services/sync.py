@@ -4,9 +4,10 @@ statements, whatever their number.
 1. Read once: the records of every declared key and every code-declared record, their Limits
    and their runbooks (three queries).
 2. Compare in Python: new, changed, unchanged, no longer declared.
-3. Write in bulk: new records with their Limits, runbooks and audit; changed records (locked
-   first, ``FOR NO KEY UPDATE``, and compared again on the locked version); changed Limits,
-   each audited ``schedule.retention_changed``; records no longer declared retired.
+3. Write in bulk, through the store (``store.insert_schedules``, ``write_records``...): new
+   records with their Limits, runbooks and audit; changed records (locked first, ``FOR NO
+   KEY UPDATE``, and compared again on the locked version); changed Limits, each audited
+   ``schedule.retention_changed``; records no longer declared retired.
 
 Only rows that change are locked, and only for the sync's own short transaction: an
 unchanged sync writes no schedule row and locks none, so it never keeps a claim or a plan
@@ -34,7 +35,7 @@ from .. import audit, runbooks, store
 from ..clock import ensure_aware_utc
 from ..declarations import Declaration
 from ..exceptions import UnknownJob
-from ..models import Limit, Origin, Runbook, Schedule, ScheduleStatus, SyncState
+from ..models import Limit, Origin, Schedule, ScheduleStatus, SyncState
 from ..registry import registry
 from . import limits
 from .one_offs import plan_late_one_offs
@@ -43,7 +44,6 @@ from .schedules import change_action, outdates_planned, unpark
 
 SYNC_ACTOR = "django_jobs.sync"
 REASON = "declared in code"
-BATCH = 1000  # rows per bulk INSERT or UPDATE statement
 
 # Bumped when what a sync writes for the same declarations changes (new columns, new
 # defaults): a replica of the new release then syncs even though its declarations did not
@@ -180,7 +180,8 @@ def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
     created = _create(fresh, sync)
     changed = _update(kept, sync)
     limited = _set_limits(kept, sync)
-    stale = _write_runbooks([s for _, s in kept])
+    rewritten = runbooks.stale([s for _, s in kept])
+    store.write_runbooks(rewritten)
     declared = {(d.tenant, d.key) for d in live}
     report.retired = _retire(
         [s for k, s in records.items() if k not in declared and s.origin == Origin.CODE], sync
@@ -190,7 +191,7 @@ def _write(declarations: list[Declaration], sync: _Sync) -> SyncReport:
         moved = schedule.pk in changed or schedule.pk in limited
         (report.updated if moved else report.unchanged).append(str(schedule))
     report.created = [str(s) for s in created]
-    written = {s.pk for s in created} | stale
+    written = {s.pk for s in created} | {r.schedule_id for r in rewritten}
     report.runbooks = [str(s) for s in [*created, *(s for _, s in kept)] if s.pk in written]
     return report
 
@@ -200,7 +201,7 @@ def _align_policy_records(sync: _Sync) -> list[str]:
     ``@job(...)`` policies as this release registers them; the names of those changed. One
     read of them all; an audit record with before and after for each one changed, like a
     declared schedule's change. A record of a job this release does not register is left."""
-    changed = []
+    changed, written = [], []
     records = Schedule.objects.filter(origin=Origin.ENQUEUE).select_related("limit")
     for record in records.select_for_update(of=("self",)):
         try:
@@ -210,7 +211,9 @@ def _align_policy_records(sync: _Sync) -> list[str]:
         wanted, limit = handler.policy_record_fields, handler.policies.limit
         before = {name: getattr(record, name) for name in wanted}
         if before != wanted:
-            Schedule.objects.filter(pk=record.pk).update(**wanted, updated_at=sync.now)
+            for name, value in {**wanted, "updated_at": sync.now}.items():
+                setattr(record, name, value)
+            written.append(record)
             audit.record(
                 at=sync.now,
                 actor=sync.actor,
@@ -230,6 +233,7 @@ def _align_policy_records(sync: _Sync) -> list[str]:
                 actor=sync.actor,
                 reason=f"the @job({handler.name!r}) retention of this release ({sync.by})",
             )
+    store.write_records(written)
     return changed
 
 
@@ -254,11 +258,8 @@ def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
     """New records with their Limits, runbooks and ``schedule.created`` audit records (their
     retention included), each kind copied in with one statement."""
     made = {}
-    for declaration, pk in zip(
-        declarations, store.reserve_schedule_ids(len(declarations)), strict=True
-    ):
+    for declaration in declarations:
         made[declaration] = Schedule(
-            pk=pk,
             tenant=declaration.tenant,
             key=declaration.key,
             origin=Origin.CODE,
@@ -267,21 +268,15 @@ def _create(declarations: list[Declaration], sync: _Sync) -> list[Schedule]:
             **_fields(declaration, sync.now),
         )
         made[declaration].next_due_at = first_due(made[declaration], now=sync.now)
-    store.copy_in(list(made.values()))
-    store.copy_in([Limit(schedule=s, **d.limit_fields()) for d, s in made.items()])
-    store.copy_in(
-        [
-            Runbook(schedule=s, kind=kind, **texts)
-            for s in made.values()
-            for kind, texts in runbooks.procedures(s).items()
-        ]
-    )
+    store.insert_schedules(list(made.values()))  # numbered: their Limits refer to them
+    store.insert_limits([Limit(schedule=s, **d.limit_fields()) for d, s in made.items()])
+    store.insert_runbooks([row for s in made.values() for row in runbooks.rows(s)])
     audit.record_all(
         [
             _entry(s, sync, "schedule.created", after={**_fields(d, sync.now), **d.limit_fields()})
             for d, s in made.items()
         ],
-        insert=store.copy_in,
+        insert=store.copy_audit,
     )
     plan_late_one_offs(made.values(), now=sync.now)  # a deploy that landed after an instant
     return list(made.values())
@@ -310,7 +305,7 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
     if any(s.status == ScheduleStatus.RETIRED for s in locked):
         consumed = store.consumed_one_offs()
         locked = [s for s in locked if _consumed_by(wanted[s.pk]) not in consumed]
-    written, columns, entries, outdated = [], {"updated_at"}, [], []
+    written, entries, outdated = [], [], []
     for schedule in locked:
         changed = _changes(schedule, wanted[schedule.pk])
         if not changed:
@@ -321,39 +316,34 @@ def _update(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
         if schedule.parked_field:  # written again: the planner checks the new record
             before["parked"], changed["parked"] = parked, ""
         replan = outdates_planned(changed)
-        columns |= _apply(schedule, changed, sync.now, replan=replan)
+        _apply(schedule, changed, sync.now, replan=replan)
         entries.append(_entry(schedule, sync, action, before=before, after=changed))
         written.append(schedule)
         if replan:
             outdated.append(schedule.pk)
-    Schedule.objects.bulk_update(written, sorted(columns), batch_size=BATCH)
+    store.write_records(written)
     store.withdraw_planned_ahead(outdated, now=sync.now)
-    audit.record_all(entries, insert=store.copy_in)
+    audit.record_all(entries, insert=store.copy_audit)
     plan_late_one_offs([s for s in written if s.pk in outdated], now=sync.now)
     return {s.pk for s in written}
 
 
-def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan: bool) -> set[str]:
+def _apply(schedule: Schedule, changed: dict[str, Any], now: datetime, *, replan: bool) -> None:
     """Set ``changed`` on ``schedule`` as one update of it does (a revived one is no longer
-    retired; ``replan``, a timing or status change, re-plans it; a parked one is unparked);
-    return the columns written."""
-    columns = {name for name in changed if name != "parked"}
-    for name in columns:
-        setattr(schedule, name, changed[name])
+    retired; ``replan``, a timing or status change, re-plans it; a parked one is unparked)."""
+    for name in changed:
+        if name != "parked":
+            setattr(schedule, name, changed[name])
     schedule.updated_at = now
     if changed.get("status", ScheduleStatus.RETIRED) != ScheduleStatus.RETIRED:
         schedule.retired_at = None
-        columns.add("retired_at")
     if replan:
         schedule.next_due_at = now  # re-plan from the recovery point with the new timing
-        columns.add("next_due_at")
     if schedule.parked_field:
         unpark(schedule, now=now)
-        columns |= {"parked_at", "parked_field", "parked_reason", "next_due_at"}
     schedule.full_clean(
         exclude=["running_occurrence"], validate_unique=False, validate_constraints=False
     )
-    return columns
 
 
 def _set_limits(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[int]:
@@ -364,51 +354,21 @@ def _set_limits(kept: list[tuple[Declaration, Schedule]], sync: _Sync) -> set[in
         limit.schedule_id: limit
         for limit in Limit.objects.filter(schedule_id__in=[s.pk for _, s in kept])
     }
-    missing, stale, entries = [], [], []
+    written, entries = [], []
     for declaration, schedule in kept:
         wanted = declaration.limit_fields()
-        row = have.get(schedule.pk)
-        before = limits.retention(row)
+        before = limits.retention(have.get(schedule.pk))
         if before == wanted:
             continue
-        if row is None:
-            missing.append(Limit(schedule=schedule, **wanted))
-        else:
-            stale.append(Limit(pk=row.pk, schedule=schedule, **wanted))
+        written.append(Limit(schedule=schedule, **wanted))
         entries.append(
             limits.changed(
                 schedule, before=before, after=wanted, at=sync.now, actor=sync.actor, reason=REASON
             )
         )
-    Limit.objects.bulk_create(missing, batch_size=BATCH)
-    Limit.objects.bulk_update(stale, ["keep_for", "keep_last"], batch_size=BATCH)
-    audit.record_all(entries, insert=store.copy_in)
-    return {limit.schedule_id for limit in missing + stale}
-
-
-RUNBOOK_TEXTS = ("interface", "claimed_occurrence_effect", "verification")
-
-
-def _write_runbooks(schedules: list[Schedule]) -> set[int]:
-    """Write the runbooks of existing records that are missing or stale; return the primary
-    keys of the schedules whose runbooks were written."""
-    have = {
-        (sid, kind): (pk, texts)
-        for pk, sid, kind, *texts in Runbook.objects.filter(
-            schedule_id__in=[s.pk for s in schedules]
-        ).values_list("pk", "schedule_id", "kind", *RUNBOOK_TEXTS)
-    }
-    missing, stale = [], []
-    for schedule in schedules:
-        for kind, texts in runbooks.procedures(schedule).items():
-            row = have.get((schedule.pk, kind))
-            if row is None:
-                missing.append(Runbook(schedule=schedule, kind=kind, **texts))
-            elif row[1] != [texts[name] for name in RUNBOOK_TEXTS]:
-                stale.append(Runbook(pk=row[0], schedule=schedule, kind=kind, **texts))
-    Runbook.objects.bulk_create(missing, batch_size=BATCH)
-    Runbook.objects.bulk_update(stale, list(RUNBOOK_TEXTS), batch_size=BATCH)
-    return {r.schedule_id for r in missing + stale}
+    store.write_limits(written)
+    audit.record_all(entries, insert=store.copy_audit)
+    return {limit.schedule_id for limit in written}
 
 
 def _retire(gone: list[Schedule], sync: _Sync) -> list[str]:
@@ -435,11 +395,12 @@ def _retire(gone: list[Schedule], sync: _Sync) -> list[str]:
             )
             for s in locked
         ],
-        insert=store.copy_in,
+        insert=store.copy_audit,
     )
-    Schedule.objects.filter(pk__in=[s.pk for s in locked]).update(
-        status=ScheduleStatus.RETIRED, updated_at=sync.now, retired_at=sync.now
-    )
+    for schedule in locked:
+        schedule.status = ScheduleStatus.RETIRED
+        schedule.retired_at = schedule.updated_at = sync.now
+    store.write_status(locked)
     return [str(s) for s in locked]
 
 

@@ -36,7 +36,6 @@ from .completion import (
     release,
 )
 from .console import due_work, outcomes_by_bucket, schedule_lines
-from .declared import copy_in, reserve_schedule_ids
 from .enqueue import EnqueueWrite, TaskPathRecord, enqueue, task_path_recorded
 from .leases import hold, mark_started, renew
 from .metrics import Buckets, Window, dead_letters, due_backlog, oldest_due, recent_window
@@ -93,6 +92,18 @@ from .retention import (
     schedules_with_limits,
     try_retention_lock,
 )
+from .schedules import (
+    copy_audit,
+    insert_limits,
+    insert_runbooks,
+    insert_schedules,
+    write_disabled,
+    write_enabled,
+    write_limits,
+    write_records,
+    write_runbooks,
+    write_status,
+)
 from .statistics import REFRESH_AT_LEAST, refresh_statistics
 from .steps import record_step, step_done
 
@@ -127,7 +138,7 @@ __all__ = [
     "claim_runs",
     "complete",
     "consumed_one_offs",
-    "copy_in",
+    "copy_audit",
     "database_clock",
     "dead_letter",
     "dead_letters",
@@ -139,7 +150,10 @@ __all__ = [
     "fail",
     "heartbeat",
     "hold",
+    "insert_limits",
     "insert_occurrences",
+    "insert_runbooks",
+    "insert_schedules",
     "lock_for_sync",
     "lock_schedules_to_plan",
     "mark_started",
@@ -169,7 +183,6 @@ __all__ = [
     "remove_retired_one_offs",
     "renew",
     "replay",
-    "reserve_schedule_ids",
     "retire_one_offs",
     "schedule_lines",
     "schedules_with_limits",
@@ -177,5 +190,11 @@ __all__ = [
     "task_path_recorded",
     "try_retention_lock",
     "withdraw_planned_ahead",
+    "write_disabled",
+    "write_enabled",
+    "write_limits",
     "write_plan",
+    "write_records",
+    "write_runbooks",
+    "write_status",
 ]
