@@ -5,15 +5,14 @@ loader of the named queries in ``sql/``, row helpers and the guards several stat
 from __future__ import annotations
 
 import re
-from collections import namedtuple
 from collections.abc import Iterable, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from django.db import connection
 from django.db.models import DateField, DateTimeField, DurationField
 from psycopg import sql
+from psycopg.rows import namedtuple_row
 
 from ..models import (
     CLAIMABLE_STATES,
@@ -126,25 +125,22 @@ def _with_values(statement: str) -> str:
     return _PARAMETER.sub(literal, statement)
 
 
-def _rows(query: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """Run one statement with ``params``; its rows."""
-    with connection.cursor() as cursor:
-        cursor.execute(query, params)
-        return list(cursor.fetchall()) if cursor.description else []
-
-
 def _named_rows(query: str, params: dict[str, Any]) -> list[Any]:
-    """Rows as named tuples, their fields named by the statement's column names."""
+    """Run one statement with ``params``; its rows, each a named tuple whose fields are the
+    statement's column names (psycopg's ``namedtuple_row``, which makes the type once per
+    list of columns). The one way the store reads rows: by name, never by position, so
+    reordering a statement's SELECT or RETURNING list swaps no value
+    (tests/test_named_rows.py)."""
+    with connection.cursor() as cursor:
+        cursor.cursor.row_factory = namedtuple_row
+        cursor.execute(query, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def _execute(query: str, params: dict[str, Any]) -> None:
+    """Run one statement with ``params`` for what it does; any rows it returns go unread."""
     with connection.cursor() as cursor:
         cursor.execute(query, params)
-        row = _row_type(tuple(column.name for column in cursor.description))
-        return [row(*values) for values in cursor.fetchall()]
-
-
-@cache
-def _row_type(columns: tuple[str, ...]) -> Any:
-    """The named tuple of rows with these columns: made once, not per statement run."""
-    return namedtuple("row", columns)
 
 
 def _one_of(values: Iterable[str]) -> str:

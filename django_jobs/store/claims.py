@@ -21,10 +21,10 @@ from ._sql import (
     TENANT_MISMATCH,
     _all_loadable,
     _capped,
+    _execute,
     _loadable,
     _named_rows,
     _not_paused,
-    _rows,
     load_queries,
 )
 from .records import Claimed, Ended, Lease
@@ -154,7 +154,7 @@ def _walk_the_due_index() -> _Planner:
 
 def _restore_planner(previous: _Planner) -> None:
     """Give back the planner settings ``_walk_the_due_index`` found."""
-    _rows(QUERIES["restore_planner"], previous._asdict())
+    _execute(QUERIES["restore_planner"], previous._asdict())
 
 
 def _claimed(rows: list[Any], *, owner: str, expires: datetime) -> Claimed:

@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from ..clock import ensure_aware_utc
 from ..models import AttemptOutcome
 from ..safe_error import SafeError
-from ._sql import _named_rows, _rows, load_queries
+from ._sql import _named_rows, load_queries
 from .records import Lease, WriteResult, _lease_arrays, _lease_one
 
 QUERIES = load_queries("completion")
@@ -91,7 +91,7 @@ def record_result(lease: Lease, result: Any) -> bool:
     """Keep ``result`` on the occurrence ``lease`` completed (``run.atomic()`` committed the
     completion before the handler returned it); ``False`` if it is no longer that completion."""
     params = {"id": lease.occurrence_id, "token": lease.token, "result": Jsonb(result)}
-    return bool(_rows(QUERIES["record_result"], params))
+    return bool(_named_rows(QUERIES["record_result"], params))
 
 
 def fail(
@@ -156,14 +156,17 @@ def excuse_outage(lease: Lease, *, now: datetime) -> bool:
     claimed since) is due again at once. One statement; ``False`` if there was nothing to
     excuse (an attempt of another owner, or not one that counted).
     """
-    params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
-    return bool(
-        _rows(QUERIES["excuse_outage"], {**params, "now": ensure_aware_utc(now, name="now")})
-    )
+    params = {
+        "id": lease.occurrence_id,
+        "token": lease.token,
+        "owner": lease.owner,
+        "now": ensure_aware_utc(now, name="now"),
+    }
+    return bool(_named_rows(QUERIES["excuse_outage"], params))
 
 
 def outage_streak(lease: Lease) -> int:
     """How many attempts in a row of ``lease``'s occurrence a store outage ended (given back
     or excused), before this one: the worker bounds them (``executor.MAX_OUTAGE_GIVE_BACKS``)."""
-    ((count,),) = _rows(QUERIES["outage_streak"], {"id": lease.occurrence_id})
-    return int(count)
+    (row,) = _named_rows(QUERIES["outage_streak"], {"id": lease.occurrence_id})
+    return int(row.streak)

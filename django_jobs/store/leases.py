@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from uuid import UUID
 
 from ..clock import ensure_aware_utc
-from ._sql import _named_rows, _rows, load_queries
+from ._sql import _named_rows, load_queries
 from .records import Lease, _lease_arrays
 
 QUERIES = load_queries("leases")
@@ -65,4 +65,4 @@ def hold(lease: Lease) -> bool:
     at all. Returns ``False`` (and locks nothing) when the token is stale.
     """
     params = {"id": lease.occurrence_id, "token": lease.token, "owner": lease.owner}
-    return bool(_rows(QUERIES["hold"], params))
+    return bool(_named_rows(QUERIES["hold"], params))

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _rows, load_queries
+from ._sql import CLAIMABLE_IN, _execute, _loadable, _named_rows, load_queries
 
 QUERIES = load_queries(
     "metrics",
@@ -69,7 +69,7 @@ def recent_window(
     duration in buckets of upper bounds ``lateness_le`` and ``duration_le`` (seconds), and the
     ``lease_lost`` and ``fenced_out`` attempts among them. One statement, JIT off for it."""
     with transaction.atomic():
-        _rows(QUERIES["no_jit"], {})
+        _execute(QUERIES["no_jit"], {})
         rows = _named_rows(
             QUERIES["recent"],
             {

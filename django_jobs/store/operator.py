@@ -7,7 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from ..clock import ensure_aware_utc
-from ._sql import _named_rows, _rows, load_queries
+from ._sql import _named_rows, load_queries
 
 QUERIES = load_queries("operator")
 
@@ -24,7 +24,7 @@ def replay(occurrence: UUID, *, schedule_id: int, tenant: str, now: datetime) ->
         "tenant": tenant,
         "now": ensure_aware_utc(now, name="now"),
     }
-    return bool(_rows(QUERIES["replay"], params))
+    return bool(_named_rows(QUERIES["replay"], params))
 
 
 def cancel_running(schedule_id: int, *, tenant: str, now: datetime) -> list[UUID]:
@@ -46,4 +46,4 @@ def cancel_occurrence(occurrence: UUID, *, schedule_id: int, tenant: str, now: d
         "tenant": tenant,
         "now": ensure_aware_utc(now, name="now"),
     }
-    return bool(_rows(QUERIES["cancel_occurrence"], params))
+    return bool(_named_rows(QUERIES["cancel_occurrence"], params))

@@ -26,9 +26,10 @@ from ._sql import (
     CLAIMABLE_IN,
     _all_loadable,
     _capped,
+    _execute,
     _loadable,
+    _named_rows,
     _not_paused,
-    _rows,
     load_queries,
 )
 from .records import PlannedOccurrence
@@ -92,7 +93,7 @@ def _plan(
     if not items:
         return []
     params = {**_planned(items, now=now), "move_recovery_point": move_recovery_point}
-    return [row[0] for row in _rows(QUERIES["plan"], params)]
+    return [row.id for row in _named_rows(QUERIES["plan"], params)]
 
 
 def _planned(items: Sequence[PlannedOccurrence], *, now: datetime) -> dict[str, Any]:
@@ -192,7 +193,7 @@ def lock_schedules_to_plan(
         "job_field": _JOB_FIELD,
     }
     if jobs is not None:
-        _rows(QUERIES["take_up_parked_jobs"], params)
+        _execute(QUERIES["take_up_parked_jobs"], params)
     return list(Schedule.objects.raw(QUERIES["lock_due_schedules"], params))
 
 
@@ -200,10 +201,16 @@ def park_unreadable(*, now: datetime, limit: int) -> list[Unreadable]:
     """Park due schedules holding a value Python cannot hold (see ``_sql._loadable``), naming
     the column and the value: loading such a row would fail the pass that read it, at every
     pass of every replica. One statement."""
-    rows = _rows(
-        QUERIES["park_unreadable"], {"now": ensure_aware_utc(now, name="now"), "limit": limit}
-    )
-    return [Unreadable(f"{t}/{k}" if t else k, column) for t, k, column in rows]
+    params = {"now": ensure_aware_utc(now, name="now"), "limit": limit}
+    return [
+        Unreadable(name=_name(row), column=row.field)
+        for row in _named_rows(QUERIES["park_unreadable"], params)
+    ]
+
+
+def _name(row: Any) -> str:
+    """'<tenant>/<key>', or the key alone, of a row with ``tenant`` and ``key`` columns."""
+    return f"{row.tenant}/{row.key}" if row.tenant else row.key
 
 
 def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> PlanningContext:
@@ -225,11 +232,11 @@ def planning_context(schedules: Sequence[Schedule], *, now: datetime) -> Plannin
     }
     missed: dict[int, list[datetime]] = {}
     running: set[int] = set()
-    for schedule_id, instant, processing in _rows(QUERIES["planning_context"], params):
-        if processing:
-            running.add(schedule_id)
+    for row in _named_rows(QUERIES["planning_context"], params):
+        if row.processing:
+            running.add(row.schedule_id)
         else:
-            missed.setdefault(schedule_id, []).append(instant.astimezone(UTC))
+            missed.setdefault(row.schedule_id, []).append(row.scheduled_at.astimezone(UTC))
     return PlanningContext(missed, frozenset(running))
 
 
@@ -310,7 +317,7 @@ def write_plan(write: PlanWrite, *, now: datetime) -> list[Skipped]:
     4. record each misfire summary through the audit writer.
     """
     now = ensure_aware_utc(now, name="now")
-    rows: list[Any] = []
+    skipped: list[Skipped] = []
     if write.occurrences or write.advances:
         params = {
             **_planned(write.occurrences, now=now),
@@ -318,7 +325,7 @@ def write_plan(write: PlanWrite, *, now: datetime) -> list[Skipped]:
             "lasts": [a.last_scheduled_at for a in write.advances],
             "nexts": [a.next_due_at for a in write.advances],
         }
-        rows += _rows(QUERIES["write_plan"], params)
+        skipped += [_skipped(row) for row in _named_rows(QUERIES["write_plan"], params)]
     park(write.parked, now=now)
     if write.catch_up or write.skip:
         params = {
@@ -327,12 +334,24 @@ def write_plan(write: PlanWrite, *, now: datetime) -> list[Skipped]:
             "reasons": [r for _, r in write.skip],
             "now": now,
         }
-        rows += _rows(QUERIES["mark_missed"], params)
+        skipped += [_skipped(row) for row in _named_rows(QUERIES["mark_missed"], params)]
     for summary in write.summaries:
         record_skip_summary(
             summary.schedule, now=now, count=summary.count, first=summary.first, last=summary.last
         )
-    return [Skipped(i, schedule, at.astimezone(UTC), reason) for i, schedule, at, reason in rows]
+    return skipped
+
+
+def _skipped(row: Any) -> Skipped:
+    """An occurrence ``write_plan`` or ``mark_missed`` recorded skipped, read by the names of
+    the statement's columns (``id``, ``schedule_id``, ``scheduled_at``, ``skip_reason``): the
+    two statements need not list them in the same order."""
+    return Skipped(
+        occurrence_id=row.id,
+        schedule_id=row.schedule_id,
+        scheduled_at=row.scheduled_at.astimezone(UTC),
+        reason=row.skip_reason,
+    )
 
 
 def withdraw_planned_ahead(schedule_ids: Sequence[int], *, now: datetime) -> None:
@@ -342,7 +361,7 @@ def withdraw_planned_ahead(schedule_ids: Sequence[int], *, now: datetime) -> Non
     statement, in the caller's transaction (the change's)."""
     if schedule_ids:
         params = {"ids": list(schedule_ids), "now": ensure_aware_utc(now, name="now")}
-        _rows(QUERIES["withdraw_planned_ahead"], params)
+        _execute(QUERIES["withdraw_planned_ahead"], params)
 
 
 def park(parked: Sequence[Parked], *, now: datetime) -> None:
@@ -357,7 +376,7 @@ def park(parked: Sequence[Parked], *, now: datetime) -> None:
         "fields": [p.field for p in parked],
         "reasons": [p.reason for p in parked],
     }
-    _rows(QUERIES["park"], params)
+    _execute(QUERIES["park"], params)
 
 
 def record_skip_summary(
@@ -395,10 +414,9 @@ def park_unplannable(
         "limit": limit,
         "job_field": _JOB_FIELD,
     }
-    rows = _rows(QUERIES["park_unplannable"], params)
-    return [f"{tenant}/{key}" if tenant else key for tenant, key in rows]
+    return [_name(row) for row in _named_rows(QUERIES["park_unplannable"], params)]
 
 
 def lock_for_sync() -> None:
     """Serialise schedule syncs (every replica syncs at start) for the caller's transaction."""
-    _rows(QUERIES["lock_for_sync"], {})
+    _execute(QUERIES["lock_for_sync"], {})

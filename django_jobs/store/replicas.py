@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 from psycopg.types.json import Jsonb
 
 from ..clock import ensure_aware_utc
-from ._sql import CLAIMABLE_IN, _loadable, _named_rows, _not_paused, _rows, load_queries
+from ._sql import CLAIMABLE_IN, _execute, _loadable, _named_rows, _not_paused, load_queries
 
 QUERIES = load_queries(
     "replicas",
@@ -41,7 +41,7 @@ def heartbeat(
     threads: dict[str, str] | None = None,
 ) -> None:
     """Register or refresh this replica's row (one upsert), with its threads' statuses."""
-    _rows(
+    _execute(
         QUERIES["heartbeat"],
         {
             "id": replica_id,
@@ -101,7 +101,7 @@ CHANNEL = "django_jobs"
 
 def notify(reason: str) -> None:
     """Wake every listening replica (delivered when the caller's transaction commits)."""
-    _rows(QUERIES["notify"], {"channel": CHANNEL, "reason": reason})
+    _execute(QUERIES["notify"], {"channel": CHANNEL, "reason": reason})
 
 
 class Gone(NamedTuple):
@@ -124,6 +124,11 @@ def declare_gone(*, by: str, before: datetime, before_draining: datetime) -> lis
         "before_draining": ensure_aware_utc(before_draining, name="before_draining"),
     }
     return [
-        Gone(replica_id, host, pid, at.astimezone(UTC))
-        for replica_id, host, pid, at in _rows(QUERIES["declare_gone"], params)
+        Gone(
+            replica_id=row.id,
+            host=row.host,
+            pid=row.pid,
+            heartbeat_at=row.heartbeat_at.astimezone(UTC),
+        )
+        for row in _named_rows(QUERIES["declare_gone"], params)
     ]

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from .. import audit
 from ..clock import ensure_aware_utc
 from ..models import TERMINAL_STATES, OccurrenceState, ScheduleStatus
-from ._sql import _one_of, _rows, load_queries
+from ._sql import _execute, _named_rows, _one_of, load_queries
 
 QUERIES = load_queries(
     "retention",
@@ -28,6 +28,11 @@ class ScheduleName(NamedTuple):
     id: int
     tenant: str
     key: str
+
+
+def _schedule_name(row: Any) -> ScheduleName:
+    """A row of ``retire_one_offs`` or ``remove_schedules``, read by its column names."""
+    return ScheduleName(id=row.id, tenant=row.tenant, key=row.key)
 
 
 class Consumed(NamedTuple):
@@ -72,16 +77,18 @@ def try_retention_lock() -> bool:
     A session-level advisory lock: it outlives the pass's many short transactions and goes
     with the connection if the replica dies.
     """
-    return bool(_rows(QUERIES["try_retention_lock"], {})[0][0])
+    (row,) = _named_rows(QUERIES["try_retention_lock"], {})
+    return bool(row.taken)
 
 
 def release_retention_lock() -> None:
-    _rows(QUERIES["release_retention_lock"], {})
+    _execute(QUERIES["release_retention_lock"], {})
 
 
 def schedules_with_limits(*, after: int, limit: int) -> list[int]:
     """Ids of schedules that have a retention Limit, after ``after``, in id order (a page)."""
-    return [r[0] for r in _rows(QUERIES["schedules_with_limits"], {"after": after, "limit": limit})]
+    params = {"after": after, "limit": limit}
+    return [row.schedule_id for row in _named_rows(QUERIES["schedules_with_limits"], params)]
 
 
 def retire_one_offs(*, now: datetime) -> list[ScheduleName]:
@@ -91,7 +98,7 @@ def retire_one_offs(*, now: datetime) -> list[ScheduleName]:
     audit writer, in the same transaction. Returns each one retired."""
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
-        retired = [ScheduleName(*r) for r in _rows(QUERIES["retire_one_offs"], {"now": now})]
+        retired = [_schedule_name(r) for r in _named_rows(QUERIES["retire_one_offs"], {"now": now})]
         for schedule in retired:
             audit.record(
                 at=now,
@@ -118,10 +125,12 @@ def remove_retired_one_offs(
     now = ensure_aware_utc(now, name="now")
     with transaction.atomic():
         params = {"now": now, "keep": keep_without_duration, "batch": batch_size}
-        ids = [r[0] for r in _rows(QUERIES["pick_retired_one_offs"], params)]
+        ids = [row.id for row in _named_rows(QUERIES["pick_retired_one_offs"], params)]
         if not ids:
             return []
-        removed = [ScheduleName(*r) for r in _rows(QUERIES["remove_schedules"], {"ids": ids})]
+        removed = [
+            _schedule_name(r) for r in _named_rows(QUERIES["remove_schedules"], {"ids": ids})
+        ]
         for schedule in removed:
             audit.record(
                 at=now,
@@ -138,8 +147,14 @@ def remove_retired_one_offs(
 def consumed_one_offs() -> set[Consumed]:
     """Every consumed declared one-off."""
     return {
-        Consumed(t, k, kind, at.astimezone(UTC) if at else None, delay)
-        for t, k, kind, at, delay in _rows(QUERIES["consumed_one_offs"], {})
+        Consumed(
+            tenant=row.tenant,
+            key=row.key,
+            timing_kind=row.timing_kind,
+            run_at=row.run_at.astimezone(UTC) if row.run_at else None,
+            delay=row.delay,
+        )
+        for row in _named_rows(QUERIES["consumed_one_offs"], {})
     }
 
 
@@ -165,4 +180,4 @@ def record_retention(
         "seconds": seconds,
         "caught_up": caught_up,
     }
-    _rows(QUERIES["record_retention"], params)
+    _execute(QUERIES["record_retention"], params)

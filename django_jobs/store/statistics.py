@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ._sql import TABLES, _named_rows, _rows, load_queries
+from ._sql import TABLES, _execute, _named_rows, load_queries
 
 # Fewer planned rows than this never refresh the statistics: a small plan changes little.
 REFRESH_AT_LEAST = 1000
@@ -39,5 +39,5 @@ def refresh_statistics(*, planned: int) -> bool:
     (row,) = _named_rows(QUERIES["estimated_occurrences"], {})
     if planned < REFRESH_SHARE * row.estimated:
         return False
-    _rows(QUERIES["analyze_occurrences"], {})
+    _execute(QUERIES["analyze_occurrences"], {})
     return True

@@ -6,7 +6,7 @@ from datetime import datetime
 from uuid import UUID
 
 from ..clock import ensure_aware_utc
-from ._sql import _named_rows, _rows, load_queries
+from ._sql import _named_rows, load_queries
 from .records import Lease
 
 QUERIES = load_queries("steps")
@@ -31,4 +31,4 @@ def record_step(lease: Lease, name: str, *, now: datetime) -> bool:
         "name": name,
         "now": ensure_aware_utc(now, name="now"),
     }
-    return bool(_rows(QUERIES["record_step"], params))
+    return bool(_named_rows(QUERIES["record_step"], params))

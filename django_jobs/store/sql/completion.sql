@@ -64,7 +64,7 @@ RETURNING id
 -- name: outage_streak
 -- How many attempts of an occurrence in a row, newest first, ended by a store outage: those
 -- since its newest attempt that ended any other way (the attempt running now aside).
-SELECT count(*) FROM {attempt} a
+SELECT count(*) AS streak FROM {attempt} a
 WHERE a.occurrence_id = %(id)s AND a.outcome = %(attempt_outage)s
   AND a.number > COALESCE(
       (SELECT max(b.number) FROM {attempt} b

@@ -57,13 +57,15 @@ progress AS (
          AS t(id, last_at, next_at)
     WHERE s.id = t.id
 )
--- The new occurrences recorded skipped, for the alerts (signals.occurrence_skipped).
+-- The new occurrences recorded skipped, for the alerts (signals.occurrence_skipped), read by
+-- their column names (planning._skipped), as mark_missed's are.
 SELECT id, schedule_id, scheduled_at, skip_reason FROM inserted WHERE skip_reason <> ''
 
 -- name: mark_missed
 -- Planned occurrences the misfire (or overlap) policy decided: run late (trigger catchup) or
 -- skipped with a reason. Only those still scheduled and never started change: a claim that
--- won the race keeps its occurrence. Returns the skipped ones, for the alerts.
+-- won the race keeps its occurrence. Returns the skipped ones, for the alerts, read by their
+-- column names (planning._skipped), as write_plan's are.
 WITH caught AS (
     UPDATE {occurrence} SET trigger = %(trigger_catchup)s
     WHERE id = ANY(%(catch_up)s::uuid[]) AND state = %(scheduled)s AND attempts = 0

@@ -47,7 +47,7 @@ gone_attempts AS (
 DELETE FROM {occurrence} WHERE id IN (SELECT id FROM doomed)
 
 -- name: try_retention_lock
-SELECT pg_try_advisory_lock(hashtext('django_jobs.retention'))
+SELECT pg_try_advisory_lock(hashtext('django_jobs.retention')) AS taken
 
 -- name: release_retention_lock
 SELECT pg_advisory_unlock(hashtext('django_jobs.retention'))
