@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import environ
+import hypothesis
 import pytest
 
 from django_jobs.testing import FakeClock
@@ -23,6 +24,14 @@ if TYPE_CHECKING:
     from django_jobs.worker.loop import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Hypothesis's per-example deadline (200 ms) and its too-slow health check measure wall-clock
+# time: on two contended cores they fail a test for the machine's load, not for what it checks.
+# Loaded before the test modules build their own ``settings(...)``, which inherit it.
+hypothesis.settings.register_profile(
+    "suite", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("suite")
 
 # Fixtures that start real OS processes: a test using one is a ``processes`` test.
 PROCESS_FIXTURES = {"start", "cluster"}

@@ -35,10 +35,13 @@ NOW = datetime(2027, 6, 1, 12, tzinfo=UTC)
 YEAR_OF_DATES = [date(2027, 1, 1) + timedelta(days=i) for i in range(365)]
 WEEK_OF_DATES = [date(2027, 5, 20) + timedelta(days=i) for i in range(7)]  # the longest accepted
 PASS_BUDGET = 0.5  # the worker's default PASS_BUDGET_SECONDS
+# Durations here are this thread's CPU time (``time.thread_time``): the work the counting does,
+# not how long it waited for a core on a loaded machine. The pass deadline below is on the same
+# clock, so the test, not the machine's load, says when a pass is out of time.
 
 
 def _past(deadline: float) -> bool:
-    return time.monotonic() > deadline
+    return time.thread_time() > deadline
 
 
 @pytest.mark.django_db
@@ -48,7 +51,7 @@ def test_a_tenant_operator_cannot_save_the_review_timing_and_is_told_what_to_do(
     operator.groups.add(group)
     grant_tenant(group, "acme", "view", "change")
     timing = rrule(EVERY_MINUTE, exclude=YEAR_OF_DATES, on_excluded="next")
-    began = time.perf_counter()
+    began = time.thread_time()
     with pytest.raises(InvalidSchedule, match=r"timing\.exclude") as caught:
         services.upsert_schedule(
             declaration("acme.dense", tenant="acme", timing=timing),
@@ -56,7 +59,7 @@ def test_a_tenant_operator_cannot_save_the_review_timing_and_is_told_what_to_do(
             reason="x",
             now=NOW,
         )
-    took = time.perf_counter() - began
+    took = time.thread_time() - began
     message = str(caught.value)
     assert "365 consecutive excluded days" in message
     assert "527,040 wall times" in message
@@ -96,9 +99,9 @@ def test_counting_a_day_of_the_densest_moved_rule_stays_well_inside_a_pass(on_ex
     worst = 0.0
     for offset in range(-2, 10):  # the days before, through and after the week
         day = datetime(2027, 5, 20, tzinfo=UTC) + timedelta(days=offset)
-        began = time.perf_counter()
+        began = time.thread_time()
         timing.count_between(day, day + timedelta(days=1))
-        worst = max(worst, time.perf_counter() - began)
+        worst = max(worst, time.thread_time() - began)
     print(f"{on_excluded}: worst day counted in {worst:.3f} s")
     assert worst < PASS_BUDGET  # measured about 0.09 s; on 8f518d8 the year: 14.7-25.5 s
 
@@ -112,8 +115,8 @@ def test_the_densest_moved_rule_is_planned_in_passes_of_at_most_a_second(on_excl
     timing = rrule(EVERY_MINUTE, exclude=WEEK_OF_DATES, on_excluded=on_excluded).validate()
     last, longest, passes = NOW - gap, 0.0, 0
     while True:
-        deadline = time.monotonic() + PASS_BUDGET
-        began = time.perf_counter()
+        deadline = time.thread_time() + PASS_BUDGET
+        began = time.thread_time()
         decision = planner.plan(
             planner.PlanRequest(
                 timing=timing,
@@ -126,7 +129,7 @@ def test_the_densest_moved_rule_is_planned_in_passes_of_at_most_a_second(on_excl
                 expired=partial(_past, deadline),
             )
         )
-        longest, passes = max(longest, time.perf_counter() - began), passes + 1
+        longest, passes = max(longest, time.thread_time() - began), passes + 1
         assert decision.last_scheduled_at is not None
         last = decision.last_scheduled_at
         if not decision.more:
@@ -156,9 +159,9 @@ def test_a_row_holding_the_review_timing_is_parked_naming_the_calendar():
         created_at=NOW - timedelta(days=200),
         next_due_at=NOW,
     )
-    began = time.perf_counter()
+    began = time.thread_time()
     result = plan_due(now=NOW)
-    took = time.perf_counter() - began
+    took = time.thread_time() - began
     row.refresh_from_db()
     assert result.invalid == [str(row)]
     assert (row.parked_field, row.next_due_at) == ("timing.exclude", None)
