@@ -7,26 +7,22 @@ A declaration names every field of the schedule record. It is validated when it 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
-import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from .exceptions import ConfigurationError
 from .registry import Departure
-from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry
-from .scheduling.rrules import RRule
-from .scheduling.timings import After, At, Cron, Every, InvalidTiming, Timing
-from .validation import arguments, draft_gaps, printable
-from .validation import priority as priority_problem
-
-KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
-TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
-STATUSES = ("draft", "active", "retired")
-MAX_KEEP_LAST = 100_000_000
+from .scheduling.policies import Misfire, Overlap, Retry
+from .scheduling.timings import Timing
+from .spec import KEY_PATTERN as KEY_PATTERN
+from .spec import RETRY_FIELDS, ScheduleSpec
+from .spec import STATUSES as STATUSES
+from .spec import TENANT_PATTERN as TENANT_PATTERN
+from .validation import arguments
 
 
 class InvalidSchedule(ConfigurationError):
@@ -74,6 +70,36 @@ class Declaration:
         """How the schedule is named to people: ``tenant/key``, or the key alone."""
         return f"{self.tenant}/{self.key}" if self.tenant else self.key
 
+    def spec(self) -> ScheduleSpec:
+        """This declaration as the record it writes, for ``problems()`` (``spec.py``)."""
+        return ScheduleSpec.of(
+            key=self.key,
+            tenant=self.tenant,
+            job=self.job,
+            timing=self.timing,
+            operating_owner=self.operating_owner,
+            record_owner=self.record_owner,
+            decider=self.decider,
+            status=self.status,
+            decide_by=self.decide_by,
+            max_delay=self.max_delay,
+            timeout=self.timeout,
+            misfire=self.misfire,
+            overlap=self.overlap,
+            max_catchup=self.max_catchup,
+            priority=self.priority,
+            retry=self.retry,
+            retention=self.retention,
+            args=self.args,
+        )
+
+    def problems(self, *, args: object = None) -> list[tuple[str, str]]:
+        """(field, message) for each field the spec refuses, named as ``schedule(...)`` takes
+        it (``retry.max_attempts``, ``retention``); ``args``: the arguments as given, when
+        they are not yet those the declaration keeps."""
+        spec = self.spec() if args is None else dataclasses.replace(self.spec(), args=args)
+        return [(RETRY_FIELDS.get(name, name), message) for name, message in spec.problems()]
+
     def limit_fields(self) -> dict[str, Any]:
         if isinstance(self.retention, timedelta):
             return {"keep_for": self.retention, "keep_last": None}
@@ -100,146 +126,6 @@ class Declaration:
             "args": self.args,
             "priority": self.priority,
         }
-
-
-_TIMINGS = (Cron, RRule, Every, At, After)
-
-
-def _text(value: object, max_chars: int = 200) -> bool:
-    """Text a record column can hold: PostgreSQL refuses NUL, and control characters (a
-    newline too: these are names, not prose) would garble the admin, logs and audit trail."""
-    return isinstance(value, str) and len(value) <= max_chars and printable(value, layout=False)
-
-
-# A rule's message, or what makes it: a message that shows the value is formatted only for a
-# rule that fails (a sync of thousands of declarations validates every one at import).
-Message = str | Callable[[], str]
-_MISFIRES, _OVERLAPS = frozenset(Misfire), frozenset(Overlap)
-
-
-def _failing(rules: list[tuple[bool, str, Message]]) -> list[tuple[str, str]]:
-    """The (field, message) of each rule (ok, field, message) that does not hold."""
-    return [(name, m if isinstance(m, str) else m()) for ok, name, m in rules if not ok]
-
-
-def _problems(d: Declaration) -> list[tuple[str, str]]:
-    """(field, message) for every invalid field of ``d``, in the order fields are declared."""
-    status = (
-        d.status in STATUSES,
-        "status",
-        lambda: f"must be one of {', '.join(STATUSES)}, got {d.status!r}",
-    )
-    return [
-        *_failing([*_naming_rules(d), status]),
-        *draft_gaps(d.status, d.decider, d.decide_by),
-        *_failing(_policy_rules(d)),
-        *_keeping_problems(d),
-    ]
-
-
-def _naming_rules(d: Declaration) -> list[tuple[bool, str, Message]]:
-    """The key, tenant, job, timing and the people a declaration names."""
-    owners = [
-        (
-            _text(value := getattr(d, owner)) and bool(value.strip()),
-            owner,
-            "is required (1-200 printable characters): who runs it in production / who "
-            "answers for the record",
-        )
-        for owner in ("operating_owner", "record_owner")
-    ]
-    return [
-        (
-            isinstance(d.key, str) and bool(KEY_PATTERN.fullmatch(d.key)),
-            "key",
-            "must be 1-200 letters, digits and . _ : / -, starting with a letter or digit",
-        ),
-        (
-            isinstance(d.tenant, str) and bool(TENANT_PATTERN.fullmatch(d.tenant)),
-            "tenant",
-            "must be at most 100 characters of letters, digits and . _ : -",
-        ),
-        (
-            _text(d.job) and bool(d.job) and d.job == d.job.strip(),
-            "job",
-            "must name a registered @job (1-200 printable characters, no surrounding spaces)",
-        ),
-        (
-            isinstance(d.timing, _TIMINGS),
-            "timing",
-            lambda: (
-                "must be cron(...), rrule(...), every(...), at(...) or after(...), "
-                f"got {d.timing!r}"
-            ),
-        ),
-        *owners,
-        (_text(d.decider), "decider", "must be at most 200 printable characters"),
-    ]
-
-
-def _policy_rules(d: Declaration) -> list[tuple[bool, str, Message]]:
-    """The durations and policies: delay, timeout, misfire, overlap, catch-up."""
-    durations = [
-        (
-            isinstance(value := getattr(d, name), timedelta)
-            and timedelta(0) < value <= MAX_DURATION,
-            name,
-            lambda value=value: (  # bound now: the comprehension rebinds ``value``
-                f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}"
-            ),
-        )
-        for name in ("max_delay", "timeout")
-    ]
-    return [
-        *durations,
-        (
-            d.misfire in _MISFIRES,
-            "misfire",
-            lambda: f"must be one of {', '.join(m.value for m in Misfire)}, got {d.misfire!r}",
-        ),
-        (
-            d.overlap in _OVERLAPS,
-            "overlap",
-            lambda: f"must be one of {', '.join(m.value for m in Overlap)}, got {d.overlap!r}",
-        ),
-        (
-            isinstance(d.max_catchup, int)
-            and not isinstance(d.max_catchup, bool)
-            and 0 <= d.max_catchup <= 10_000,
-            "max_catchup",
-            lambda: f"must be a whole number from 0 to 10000, got {d.max_catchup!r}",
-        ),
-        (
-            priority_problem(d.priority) is None,
-            "priority",
-            lambda: str(priority_problem(d.priority)),
-        ),
-    ]
-
-
-def _keeping_problems(d: Declaration) -> list[tuple[str, str]]:
-    """Retries and retention."""
-    found = (
-        list(d.retry.problems())
-        if isinstance(d.retry, Retry)
-        else [("retry", f"must be Retry(...), got {d.retry!r}")]
-    )
-    retention_ok = (
-        isinstance(d.retention, timedelta) and timedelta(0) < d.retention <= MAX_DURATION
-    ) or (
-        isinstance(d.retention, int)
-        and not isinstance(d.retention, bool)
-        and 0 < d.retention <= MAX_KEEP_LAST
-    )
-    if not retention_ok:
-        found.append(
-            (
-                "retention",
-                f"must be a positive timedelta (keep for, at most {MAX_DURATION.days} days) or "
-                f"a positive count (keep last, at most {MAX_KEEP_LAST}), got {d.retention!r}",
-            )
-        )
-    return found
 
 
 SKIPPED_CHOICES = "'shift' (run at the first instant after the gap) or 'skip' (do not run that day)"
@@ -283,10 +169,9 @@ def local_time_gaps(timing: Timing) -> list[tuple[str, str]]:
     return gaps
 
 
-def _first_problem(d: Declaration) -> tuple[str, str] | None:
-    """The first (field, message) wrong with ``d``: its departure, then its fields, then (once
-    those hold) what its timing refuses."""
-    problems = _problems(d)
+def _first_problem(d: Declaration, args: object) -> tuple[str, str] | None:
+    """The first (field, message) wrong with ``d``: its departure, then its fields (``args``:
+    as given), its timing's own and its arguments."""
     if d.departure is not None and (
         not isinstance(d.departure, Departure) or d.departure.rule != "separation"
     ):
@@ -295,13 +180,8 @@ def _first_problem(d: Declaration) -> tuple[str, str] | None:
             "a schedule records a Departure(..., rule='separation') from being declared "
             f"in a schedules module, got {d.departure!r}",
         )
-    if problems:
-        return problems[0]
-    try:
-        d.timing.validate()
-    except InvalidTiming as exc:
-        return (exc.field, exc.message)
-    return None
+    problems = d.problems(args=args)
+    return problems[0] if problems else None
 
 
 def schedule(
@@ -338,7 +218,7 @@ def schedule(
         misfire = Misfire(misfire)
     with contextlib.suppress(ValueError):
         overlap = Overlap(overlap)
-    kept_args, args_problem = arguments(args)
+    kept_args, _ = arguments(args)  # as the record keeps them; the spec says what is wrong
     declaration = Declaration(
         key=key,
         job=job,
@@ -361,7 +241,7 @@ def schedule(
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )
-    problem = _first_problem(declaration) or (("args", args_problem) if args_problem else None)
+    problem = _first_problem(declaration, args)
     if problem is not None:
         raise InvalidSchedule(key, *problem)
     if register:

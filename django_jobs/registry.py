@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from . import conf
 from .exceptions import ConfigurationError, UnknownJob
 from .scheduling.policies import MAX_DURATION, Retry
-from .validation import priority as priority_problem
+from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec
 
 if TYPE_CHECKING:
     from .worker.run import Run
@@ -61,13 +61,16 @@ class Departure:
             )
 
 
-# The longest a count-based retention (``retention=`` an int) of enqueued work may keep.
-MAX_KEEP_LAST = 100_000_000
 # A job's enqueued work's ``max_delay`` when none is given: never too late to run.
 NO_MAX_DELAY = MAX_DURATION
 # The jobs of the Tasks backend's aliases (``tasks.job_name``): never offered at run time,
 # whatever ``runtime=`` or ``RUNTIME_JOBS`` say (their arguments name the task to run).
 TASKS_JOB_PREFIX = "django_jobs.tasks:"
+
+
+# Where ``@job(...)`` names a column of its policy record: ``retry=Retry(...)``, ``owner=``
+# for both owners.
+_POLICY_FIELDS = {**RETRY_FIELDS, "operating_owner": "owner"}
 
 
 @dataclass(frozen=True)
@@ -85,46 +88,19 @@ class JobPolicies:
     owner: str = ""
 
     def problems(self) -> list[tuple[str, str]]:
-        """(field, message) for each invalid policy; empty when valid."""
-        found = (
-            list(self.retry.problems())
-            if isinstance(self.retry, Retry)
-            else [("retry", f"must be Retry(...), got {self.retry!r}")]
+        """(field, message) for each invalid policy, as the spec of its policy record says
+        (``spec.py``: what it stores, ``max_delay`` None as ``NO_MAX_DELAY``); empty when
+        valid. ``owner`` blank is the module's package (``record_fields``)."""
+        owner = self.owner
+        spec = ScheduleSpec.of(
+            retry=self.retry,
+            timeout=self.timeout,
+            retention=self.retention,
+            max_delay=NO_MAX_DELAY if self.max_delay is None else self.max_delay,
+            priority=self.priority,
+            operating_owner=owner if not isinstance(owner, str) or owner.strip() else NOT_GIVEN,
         )
-        for name in ("timeout", "max_delay"):
-            value = getattr(self, name)
-            if name == "max_delay" and value is None:
-                continue
-            if not isinstance(value, dt.timedelta) or not dt.timedelta(0) < value <= MAX_DURATION:
-                found.append(
-                    (
-                        name,
-                        f"must be a positive timedelta of at most {MAX_DURATION.days} days, "
-                        f"got {value!r}",
-                    )
-                )
-        retention = self.retention
-        if not (
-            (isinstance(retention, dt.timedelta) and dt.timedelta(0) < retention <= MAX_DURATION)
-            or (
-                isinstance(retention, int)
-                and not isinstance(retention, bool)
-                and 0 < retention <= MAX_KEEP_LAST
-            )
-        ):
-            found.append(
-                (
-                    "retention",
-                    "must be a positive timedelta (keep for) or a positive count (keep last), "
-                    f"got {retention!r}",
-                )
-            )
-        problem = priority_problem(self.priority)
-        if problem is not None:
-            found.append(("priority", problem))
-        if not isinstance(self.owner, str) or len(self.owner) > 200:
-            found.append(("owner", f"must be a name of at most 200 characters, got {self.owner!r}"))
-        return found
+        return [(_POLICY_FIELDS.get(name, name), message) for name, message in spec.problems()]
 
     def record_fields(self, module: str) -> dict[str, object]:
         """The policy record's columns these policies set."""

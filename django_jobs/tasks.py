@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import math
 import sys
 import threading
 from dataclasses import dataclass
@@ -129,32 +130,52 @@ class TaskOptions:
                 f"{', '.join(known)}"
             )
         values = {**known, **options}
+        where = f"TASKS[{alias!r}]['OPTIONS']"
         for key, value in values.items():
             numeric = key != "OWNER" and not (key == "MAX_DELAY_SECONDS" and value is None)
             if numeric and (
-                not isinstance(value, int | float) or isinstance(value, bool) or value < 0
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not 0 <= value < math.inf
             ):
-                raise ConfigurationError(
-                    f"TASKS[{alias!r}]['OPTIONS'][{key!r}]: a number of 0 or more, got {value!r}"
-                )
+                raise ConfigurationError(f"{where}[{key!r}]: a number of 0 or more, got {value!r}")
 
-        def seconds(key: str) -> dt.timedelta:
-            return dt.timedelta(seconds=values[key])
+        def duration(key: str, unit: str) -> Any:
+            try:
+                return dt.timedelta(**{unit: values[key]})
+            except OverflowError:  # longer than any timedelta: the spec refuses it as given
+                return values[key]
 
         delay = values["MAX_DELAY_SECONDS"]
-        return cls(
-            JobPolicies(
-                retry=Retry(
-                    max_attempts=int(values["MAX_ATTEMPTS"]),
-                    backoff=seconds("BACKOFF_SECONDS"),
-                    max_backoff=seconds("MAX_BACKOFF_SECONDS"),
-                ),
-                timeout=seconds("TIMEOUT_SECONDS"),
-                retention=dt.timedelta(days=values["RETENTION_DAYS"]),
-                max_delay=None if delay is None else dt.timedelta(seconds=delay),
-                owner=str(values["OWNER"]),
-            )
+        policies = JobPolicies(
+            retry=Retry(
+                max_attempts=int(values["MAX_ATTEMPTS"]),
+                backoff=duration("BACKOFF_SECONDS", "seconds"),
+                max_backoff=duration("MAX_BACKOFF_SECONDS", "seconds"),
+            ),
+            timeout=duration("TIMEOUT_SECONDS", "seconds"),
+            retention=duration("RETENTION_DAYS", "days"),
+            max_delay=None if delay is None else duration("MAX_DELAY_SECONDS", "seconds"),
+            owner=str(values["OWNER"]),
         )
+        # The bounds are the policy record's (``spec.py``); a problem is named by its key.
+        problems = policies.problems()
+        if problems:
+            name, message = problems[0]
+            raise ConfigurationError(f"{where}[{_OPTION_OF.get(name, name)!r}]: {message}")
+        return cls(policies)
+
+
+# The ``OPTIONS`` key that sets each field of the alias's policies (``JobPolicies``).
+_OPTION_OF = {
+    "retry.max_attempts": "MAX_ATTEMPTS",
+    "retry.backoff": "BACKOFF_SECONDS",
+    "retry.max_backoff": "MAX_BACKOFF_SECONDS",
+    "timeout": "TIMEOUT_SECONDS",
+    "retention": "RETENTION_DAYS",
+    "max_delay": "MAX_DELAY_SECONDS",
+    "owner": "OWNER",
+}
 
 
 def register_task_jobs() -> None:

@@ -211,7 +211,7 @@ REFUSED_ROWS: dict[str, tuple[dict[str, Any], str, str]] = {
     "delay-beyond-a-century": (
         {"max_delay": MAX_DURATION + timedelta(days=1)},
         "max_delay",
-        "from 0 to 36525 days",
+        "a positive timedelta of at most 36525 days",
     ),
     "created-in-the-future": (
         {"created_at": T0 + timedelta(days=2)},

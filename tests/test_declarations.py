@@ -69,7 +69,7 @@ def test_a_complete_declaration_names_every_field_of_the_record() -> None:
         ({"status": "draft", "decider": "cfo"}, "decide_by", "a draft must name a decide-by"),
         ({"max_delay": timedelta(0)}, "max_delay", "positive timedelta"),
         ({"timeout": 30}, "timeout", "positive timedelta"),
-        ({"retry": Retry(max_attempts=0)}, "retry.max_attempts", "must be 1 or more"),
+        ({"retry": Retry(max_attempts=0)}, "retry.max_attempts", "from 1 to 10000, got 0"),
         ({"retry": Retry(backoff=timedelta(seconds=-1))}, "retry.backoff", "0 or more"),
         ({"retention": 0}, "retention", "must be a positive timedelta"),
         ({"max_catchup": -1}, "max_catchup", "from 0 to 10000"),

@@ -45,7 +45,13 @@ def test_a_complete_record_passes_every_check() -> None:
 
 def test_e010_record_without_an_owner() -> None:
     record("orphan", operating_owner="   ")
-    assert db_messages() == [("django_jobs.E010", "Schedule 'orphan' has no operating_owner.")]
+    assert db_messages() == [
+        (
+            "django_jobs.E010",
+            "Schedule 'orphan': operating_owner: is required: 1-200 printable characters "
+            "naming who runs it in production.",
+        )
+    ]
 
 
 def test_e011_draft_without_decider() -> None:

@@ -1,8 +1,10 @@
 """The checks of schedule records, declared in code and in the database (E010-E019, E030,
-W023). A declaration and a row are checked alike, through one view of a record."""
+E032, W023). A declaration and a row are checked alike, through one view of a record; what
+a record's fields may hold is the spec's to say (``spec.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -15,6 +17,7 @@ from ..declarations import Declaration, declared, local_time_gaps
 from ..registry import registry
 from ..scheduling import cron, rrules, timings, zones
 from ..scheduling.timings import InvalidTiming
+from ..spec import NOT_GIVEN, ScheduleSpec
 from ..validation import draft_gaps, draft_overdue
 from .environment import current_date
 
@@ -25,7 +28,7 @@ def _record_problems(
     """Problems of one schedule record (a ``Schedule`` row or a declaration's view of one);
     ``jobs``: the registered job names, when the caller checks many records."""
     name = f"Schedule {record.label!r}"
-    found = _owner_problems(record, name) + _draft_problems(record, name, today)
+    found = _field_problems(record, name) + _draft_problems(record, name, today)
     if record.timing_kind == "cron":
         found += _zone_problem(record, name) + _cron_problem(record, name)
     if record.timing_kind == "rrule":
@@ -44,18 +47,27 @@ def _record_problems(
     return found + _keeping_problems(record, name, has_limit=has_limit)
 
 
-def _owner_problems(record: Any, name: str) -> list[CheckMessage]:
-    """E010: a record names who runs it and who answers for it."""
+_OWNERS = ("operating_owner", "record_owner")
+
+
+def _field_problems(record: Any, name: str) -> list[CheckMessage]:
+    """What the spec of a record refuses in its fields: E010 for who runs it and who answers
+    for it, E032 for any other (a draft's missing decider or date is E011's to say)."""
+    gaps = draft_gaps(record.status, record.decider, record.decide_by)
     return [
         Error(
-            f"{name} has no {owner}.",
+            f"{name}: {field_name}: {message}.",
             obj=record.obj,
-            id="django_jobs.E010",
-            hint="Name who runs it in production (operating_owner) and who "
-            "answers for the record (record_owner).",
+            id="django_jobs.E010" if field_name in _OWNERS else "django_jobs.E032",
+            hint="Name who runs it in production (operating_owner) and who answers for the "
+            "record (record_owner)."
+            if field_name in _OWNERS
+            else "Correct it in its schedules.py and run manage.py jobs sync, or save the "
+            "run-time schedule again through services.upsert_schedule (the planner parks a "
+            "schedule whose delay, policies or catch-up cap it refuses).",
         )
-        for owner in ("operating_owner", "record_owner")
-        if not (getattr(record, owner) or "").strip()
+        for field_name, message in record.spec.problems()
+        if (field_name, message) not in gaps
     ]
 
 
@@ -221,6 +233,8 @@ class _RecordView:
     # a database record holds concrete choices, so None).
     local_gaps: list[tuple[str, str]] | None = None
     runbooks: int | None = None  # how many Runbook rows exist (None: not a database record)
+    # The record's fields as the spec checks them (not its timing: E013, E015, E030 do).
+    spec: ScheduleSpec = field(default_factory=ScheduleSpec)
 
 
 def _view_of_declaration(d: Declaration) -> _RecordView:
@@ -244,6 +258,7 @@ def _view_of_declaration(d: Declaration) -> _RecordView:
         calendar=fields.get("calendar", {}),
         on_excluded=fields.get("on_excluded", "skip"),
         local_gaps=local_time_gaps(d.timing),
+        spec=dataclasses.replace(d.spec(), timing=NOT_GIVEN),
     )
 
 
@@ -267,6 +282,33 @@ def _view_of_row(s: Any) -> _RecordView:
         calendar=s.calendar,
         on_excluded=s.on_excluded,
         runbooks=getattr(s, "runbook_count", None),
+        spec=_spec_of_row(s),
+    )
+
+
+def _spec_of_row(s: Any) -> ScheduleSpec:
+    """A stored record's fields as the spec checks them: not its identity (a job's policy
+    record has a key no declaration may take), job (E014) or timing (E013, E015, E030); its
+    retention when it has a Limit (E016 says when it has none)."""
+    limit = getattr(s, "limit", None)
+    return ScheduleSpec(
+        operating_owner=s.operating_owner,
+        record_owner=s.record_owner,
+        decider=s.decider,
+        status=s.status,
+        decide_by=s.decide_by,
+        max_delay=s.max_delay,
+        timeout=s.timeout,
+        misfire=s.misfire,
+        overlap=s.overlap,
+        max_catchup=s.max_catchup,
+        priority=s.priority,
+        max_attempts=s.max_attempts,
+        backoff=s.backoff,
+        max_backoff=s.max_backoff,
+        keep_for=NOT_GIVEN if limit is None else limit.keep_for,
+        keep_last=NOT_GIVEN if limit is None else limit.keep_last,
+        args=s.args,
     )
 
 

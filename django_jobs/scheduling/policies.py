@@ -9,8 +9,6 @@ from datetime import timedelta
 # The longest duration a schedule field may name (intervals, delays, timeouts, backoff,
 # retention): a century, so that an instant plus any of them stays a valid datetime.
 MAX_DURATION = timedelta(days=36525)
-# The most attempts an occurrence may be given (a bounded retry budget, spec "bound job retries").
-MAX_ATTEMPTS = 10_000
 
 
 class Misfire(enum.StrEnum):
@@ -83,34 +81,12 @@ class Retry:
 
     Attempt ``n`` (n >= 1) that fails waits ``min(backoff * 2**(n-1), max_backoff)``, scaled
     by a random factor in [0.5, 1], before attempt ``n+1``; after ``max_attempts`` failed
-    attempts the occurrence is dead.
+    attempts the occurrence is dead. Its bounds are a record's (``django_jobs/spec.py``).
     """
 
     max_attempts: int = 3
     backoff: timedelta = timedelta(seconds=30)
     max_backoff: timedelta = timedelta(minutes=10)
-
-    def problems(self) -> list[tuple[str, str]]:
-        """(field, message) for each invalid part; empty when valid."""
-        found = []
-        attempts = self.max_attempts
-        if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 1:
-            found.append(("retry.max_attempts", f"must be 1 or more, got {attempts!r}"))
-        elif attempts > MAX_ATTEMPTS:
-            found.append(
-                ("retry.max_attempts", f"must be at most {MAX_ATTEMPTS}, got {attempts!r}")
-            )
-        for name in ("backoff", "max_backoff"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or not timedelta(0) <= value <= MAX_DURATION:
-                found.append(
-                    (
-                        f"retry.{name}",
-                        f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, "
-                        f"got {value!r}",
-                    )
-                )
-        return found
 
 
 def choices(policy: type[enum.StrEnum]) -> list[tuple[str, str]]:

@@ -210,7 +210,11 @@ def upsert_schedule(
 
 
 def _need_valid_at_run_time(declaration: Declaration) -> None:
-    """What system checks refuse in a declaration, refused here: no check runs at run time."""
+    """What ``schedule()`` and the system checks refuse in a declaration, refused here: no
+    check runs at run time, and a ``Declaration`` may be built without ``schedule()``."""
+    problems = declaration.problems()  # the spec of the record (spec.py)
+    if problems:
+        raise InvalidSchedule(declaration.label, *problems[0])
     gaps = local_time_gaps(declaration.timing)  # E018/E019
     if gaps:
         raise InvalidSchedule(declaration.label, gaps[0][0], "; ".join(m for _, m in gaps))

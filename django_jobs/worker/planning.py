@@ -24,7 +24,8 @@ from ..identity import occurrence_id
 from ..models import Schedule
 from ..safe_error import loggable
 from ..scheduling import planner, timings
-from ..scheduling.policies import MAX_DURATION, Misfire, Overlap
+from ..scheduling.policies import Misfire, Overlap
+from ..spec import column_problem
 from ..store import PlannedOccurrence
 from .alerts import send_skipped
 
@@ -37,6 +38,8 @@ log = structlog.get_logger("django_jobs.planner")
 # (``planner.PlanRequest.expired``), a day of instants after it at most.
 PASS_BUDGET_SECONDS = 0.5
 _FUTURE_SLACK = timedelta(hours=1)
+# The columns of a row the planner plans with, checked as the spec checks a declaration's.
+_PLANNED_COLUMNS = ("max_delay", "misfire", "overlap", "max_catchup")
 
 
 class RefusedRow(ValueError):
@@ -223,25 +226,16 @@ def _report_invalid(schedule: Schedule, exc: BaseException, result: PlanPass) ->
 
 
 def check_row(schedule: Schedule, *, now: datetime) -> None:
-    """Refuse (``RefusedRow``, naming the field) a row the planner must not trust: caps and
-    durations beyond what declarations allow, policies that are not one, instants in the
-    future. The timing itself is checked by ``timings.from_record``. Rows reach the database
+    """Refuse (``RefusedRow``, naming the field) a row the planner must not trust: what it
+    plans with that the spec of a record refuses (``spec.py``: delay, policies, catch-up cap,
+    as a declaration is refused), instants in the future. The timing itself is checked by
+    ``timings.from_record``. Rows reach the database
     by other roads than the service layer (a manual UPDATE, an older release, a bad
     migration), so nothing is taken on trust here."""
-    catchup = schedule.max_catchup
-    if not isinstance(catchup, int) or not 0 <= catchup <= planner.MAX_CATCHUP:
-        raise RefusedRow(
-            "max_catchup",
-            f"must be a whole number from 0 to {planner.MAX_CATCHUP}, got {catchup!r}",
-        )
-    delay = schedule.max_delay
-    if not isinstance(delay, timedelta) or not timedelta(0) <= delay <= MAX_DURATION:
-        raise RefusedRow("max_delay", f"must be from 0 to {MAX_DURATION.days} days, got {delay!r}")
-    for name, policy in (("misfire", Misfire), ("overlap", Overlap)):
-        value = getattr(schedule, name)
-        if value not in set(policy):
-            allowed = ", ".join(repr(m.value) for m in policy)
-            raise RefusedRow(name, f"must be one of {allowed}, got {value!r}")
+    for column in _PLANNED_COLUMNS:
+        message = column_problem(column, getattr(schedule, column))
+        if message is not None:
+            raise RefusedRow(column, message)
     for name in ("created_at", "last_scheduled_at"):
         instant = getattr(schedule, name)
         if instant is not None and instant > now + _FUTURE_SLACK:
