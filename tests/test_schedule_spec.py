@@ -7,17 +7,20 @@ planner's check of a stored row and the system checks. Each names the field of i
 from __future__ import annotations
 
 import dataclasses
+import io
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.checks import ERROR, WARNING
+from django.core.management import call_command
 
 from django_jobs import Retry, runbooks, services
-from django_jobs.checks import check_schedule_records
+from django_jobs.checks import check_declared_schedules, check_schedule_records
 from django_jobs.console.forms import ScheduleForm
-from django_jobs.declarations import InvalidSchedule
+from django_jobs.declarations import InvalidSchedule, declared
 from django_jobs.exceptions import ConfigurationError
 from django_jobs.models import Limit, Schedule
 from django_jobs.registry import JobPolicies, Registry
@@ -202,8 +205,34 @@ def test_a_stored_row_is_reported_by_the_system_check_with_the_specs_message(nam
     case = CASES[name]
     stored(case, "hand-written")
     reported = "retention" if case.limit else case.column
-    assert [(m.id, m.msg) for m in check_schedule_records(databases=["default"])] == [
-        ("django_jobs.E032", f"Schedule 'hand-written': {reported}: {case.message}.")
+    assert [(m.id, m.level, m.msg) for m in check_schedule_records(databases=["default"])] == [
+        ("django_jobs.W032", WARNING, f"Schedule 'hand-written': {reported}: {case.message}.")
+    ]
+
+
+@pytest.mark.django_db
+def test_a_stored_row_the_spec_refuses_does_not_stop_migrate_or_check() -> None:
+    """``migrate`` runs the database checks: a row an older release planned (a delay of 0)
+    is a warning there (W032), never a SystemCheckError; the planner parks it."""
+    stored(CASES["max_delay of zero"], "old-release")
+    call_command("check", "--database", "default", stdout=io.StringIO(), stderr=io.StringIO())
+    call_command("migrate", verbosity=0, stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c.declared is not None])
+def test_a_declaration_the_spec_refuses_is_an_error(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A declaration built without ``schedule()`` (a public dataclass) is checked as one: its
+    bad field is an Error (E032), named as ``schedule(...)`` names it (``retry.max_attempts``,
+    ``retention``), where a stored row's is named by its column (W032)."""
+    case = CASES[name]
+    monkeypatch.setattr(declared, "_items", {})
+    good = declaration(key="acme.report", job="billing.heartbeat")
+    declared.add(dataclasses.replace(good, **(case.declared or {})))
+    field_name = case.declared_as or case.column
+    assert [(m.id, m.level, m.msg) for m in check_declared_schedules() if m.level >= ERROR] == [
+        ("django_jobs.E032", ERROR, f"Schedule 'acme.report': {field_name}: {case.message}.")
     ]
 
 

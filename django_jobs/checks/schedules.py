@@ -1,5 +1,5 @@
 """The checks of schedule records, declared in code and in the database (E010-E019, E030,
-E032, W023). A declaration and a row are checked alike, through one view of a record; what
+E032, W023, W032). A declaration and a row are checked alike, through one view of a record; what
 a record's fields may hold is the spec's to say (``spec.py``)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..declarations import Declaration, declared, local_time_gaps
 from ..registry import registry
 from ..scheduling import cron, rrules, timings, zones
 from ..scheduling.timings import InvalidTiming
-from ..spec import NOT_GIVEN, ScheduleSpec
+from ..spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec
 from ..validation import draft_gaps, draft_overdue
 from .environment import current_date
 
@@ -52,23 +52,36 @@ _OWNERS = ("operating_owner", "record_owner")
 
 def _field_problems(record: Any, name: str) -> list[CheckMessage]:
     """What the spec of a record refuses in its fields: E010 for who runs it and who answers
-    for it, E032 for any other (a draft's missing decider or date is E011's to say)."""
+    for it; any other field is E032 in a declaration and W032 in a stored row (written by
+    hand or by an older release: a warning, so ``migrate`` is not blocked, and the planner
+    parks the row). A draft's missing decider or date is E011's to say."""
     gaps = draft_gaps(record.status, record.decider, record.decide_by)
-    return [
-        Error(
-            f"{name}: {field_name}: {message}.",
-            obj=record.obj,
-            id="django_jobs.E010" if field_name in _OWNERS else "django_jobs.E032",
-            hint="Name who runs it in production (operating_owner) and who answers for the "
-            "record (record_owner)."
-            if field_name in _OWNERS
-            else "Correct it in its schedules.py and run manage.py jobs sync, or save the "
-            "run-time schedule again through services.upsert_schedule (the planner parks a "
-            "schedule whose delay, policies or catch-up cap it refuses).",
-        )
-        for field_name, message in record.spec.problems()
-        if (field_name, message) not in gaps
-    ]
+    found: list[CheckMessage] = []
+    for field_name, message in record.spec.problems():
+        if (field_name, message) in gaps:
+            continue
+        # A row is named by its column (max_attempts), a declaration as schedule() takes it.
+        shown = field_name if record.stored else RETRY_FIELDS.get(field_name, field_name)
+        text = f"{name}: {shown}: {message}."
+        if field_name in _OWNERS:
+            found.append(Error(text, obj=record.obj, id="django_jobs.E010", hint=_OWNER_HINT))
+        elif record.stored:
+            found.append(Warning(text, obj=record.obj, id="django_jobs.W032", hint=_ROW_HINT))
+        else:
+            found.append(Error(text, obj=record.obj, id="django_jobs.E032", hint=_CODE_HINT))
+    return found
+
+
+_OWNER_HINT = (
+    "Name who runs it in production (operating_owner) and who answers for the record "
+    "(record_owner)."
+)
+_CODE_HINT = "Correct it in its schedules.py and run manage.py jobs sync."
+_ROW_HINT = (
+    "Correct it in its schedules.py and run manage.py jobs sync, or save the run-time "
+    "schedule again through services.upsert_schedule; until then the planner parks it if it "
+    "plans with that field (its delay, policies or catch-up cap)."
+)
 
 
 def _draft_problems(record: Any, name: str, today: date) -> list[CheckMessage]:
@@ -233,6 +246,7 @@ class _RecordView:
     # a database record holds concrete choices, so None).
     local_gaps: list[tuple[str, str]] | None = None
     runbooks: int | None = None  # how many Runbook rows exist (None: not a database record)
+    stored: bool = False  # a database record (its field problems are warnings: W032)
     # The record's fields as the spec checks them (not its timing: E013, E015, E030 do).
     spec: ScheduleSpec = field(default_factory=ScheduleSpec)
 
@@ -282,6 +296,7 @@ def _view_of_row(s: Any) -> _RecordView:
         calendar=s.calendar,
         on_excluded=s.on_excluded,
         runbooks=getattr(s, "runbook_count", None),
+        stored=True,
         spec=_spec_of_row(s),
     )
 
