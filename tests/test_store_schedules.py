@@ -4,10 +4,28 @@ those; a refused insert raises Django's ``IntegrityError`` as a save did."""
 
 from __future__ import annotations
 
+import copy
+import re
+import uuid
+from collections.abc import Callable
 from datetime import date, timedelta
+from typing import Any
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models import (
+    BooleanField,
+    CharField,
+    DateField,
+    DateTimeField,
+    DurationField,
+    Field,
+    IntegerField,
+    JSONField,
+    Model,
+    TextField,
+    UUIDField,
+)
 
 from django_jobs import store
 from django_jobs.models import Limit, Runbook, Schedule, ScheduleStatus
@@ -130,3 +148,146 @@ def test_write_runbooks_creates_each_kind_once_then_rewrites_its_texts() -> None
         ("inspect", "b", "v"),
         ("replay", "c", ""),
     ]
+
+
+# Each ``write_*`` statement, the store function that runs it and a stored row of its model.
+def _stored_schedule(**changes: Any) -> Schedule:
+    """A row with every column a write may change non-empty (so None -> value is a change
+    too) and every timing column set (so any timing kind satisfies the table's checks)."""
+    return ScheduleFactory.create(
+        cron="0 9 * * *",
+        rrule="FREQ=DAILY",
+        run_at=T0,
+        delay=timedelta(minutes=5),
+        calendar={"dates": ["2026-12-25"]},
+        zone_reason="why",
+        args={"a": 1},
+        status=ScheduleStatus.DRAFT,
+        decider="cfo",
+        decide_by=date(2026, 4, 1),
+        retired_at=T0,
+        next_due_at=T0,
+        parked_at=T0,
+        parked_field="cron",
+        parked_reason="x",
+        disabled_by="alice",
+        disabled_reason="why",
+        disabled_at=T0,
+        **changes,
+    )
+
+
+def _stored_limit() -> Limit:
+    return Limit.objects.create(
+        schedule=ScheduleFactory.create(), keep_for=timedelta(days=3), keep_last=5
+    )
+
+
+def _stored_runbook() -> Runbook:
+    return Runbook.objects.create(
+        schedule=ScheduleFactory.create(),
+        kind="inspect",
+        interface="a",
+        claimed_occurrence_effect="b",
+        verification="c",
+    )
+
+
+WRITES: dict[str, tuple[Callable[[Any], None], Callable[[], Model]]] = {
+    "write_records": (lambda row: store.write_records([row]), _stored_schedule),
+    "write_status": (lambda row: store.write_status([row]), _stored_schedule),
+    "write_disabled": (store.write_disabled, _stored_schedule),
+    "write_enabled": (store.write_enabled, lambda: _stored_schedule(enabled=False)),
+    "write_limits": (lambda row: store.write_limits([row]), _stored_limit),
+    "write_runbooks": (lambda row: store.write_runbooks([row]), _stored_runbook),
+}
+
+
+def test_every_write_statement_of_the_store_is_proved_here() -> None:
+    assert set(WRITES) == set(schedules.COLUMNS)
+
+
+def _other(field: Field[Any, Any], value: Any) -> Any:
+    """A value of ``field`` the table accepts that differs from ``value``."""
+    if field.choices:
+        options = [v for v, _ in field.flatchoices]
+        return options[(options.index(value) + 1) % len(options)]
+    if isinstance(field, BooleanField):
+        return not value
+    if isinstance(field, DurationField):
+        return (value or timedelta(0)) + timedelta(hours=1)
+    if isinstance(field, DateTimeField):
+        return (value or T0) + timedelta(days=1)
+    if isinstance(field, DateField):
+        return (value or date(2026, 1, 1)) + timedelta(days=1)
+    if isinstance(field, IntegerField):
+        return (value or 0) + 1
+    if isinstance(field, JSONField):
+        return {"changed": [value]}
+    if isinstance(field, UUIDField):
+        return uuid.uuid4()
+    assert isinstance(field, CharField | TextField), field
+    return f"{value}-changed"
+
+
+def _set_targets(statement: str) -> tuple[list[str], list[str]]:
+    """The columns ``statement``'s ``SET`` assigns, and those it keys the rows by (an
+    ``UPDATE``'s ``id``, an upsert's conflict target); each assignment takes the value of
+    the same column of its source (``t.<column>``, ``EXCLUDED.<column>``)."""
+    lines = schedules.QUERIES[statement].splitlines()
+    query = "\n".join(line for line in lines if not line.startswith("--"))
+    if query.lstrip().startswith("UPDATE"):
+        assignments = re.search(r"\bSET\b(.*?)\bFROM\b", query, re.S)
+        keys = ["id"]
+    else:
+        assignments = re.search(r"\bDO UPDATE SET\b(.*)$", query, re.S)
+        conflict = re.search(r"ON CONFLICT \(([^)]*)\)", query)
+        assert conflict is not None, statement
+        keys = [k.strip() for k in conflict.group(1).split(",")]
+        inserted = re.search(r"INSERT INTO \S+ \(([^)]*)\)", query)
+        assert inserted is not None, statement
+        columns = [c.strip() for c in inserted.group(1).split(",")]
+        assert columns == list(schedules.COLUMNS[statement]), statement
+    assert assignments is not None, statement
+    targets = []
+    for assignment in assignments.group(1).split(","):
+        target, source = (part.strip().strip('"') for part in assignment.split("="))
+        assert source.split(".")[-1] == target, (statement, assignment)
+        targets.append(target)
+    return targets, keys
+
+
+@pytest.mark.parametrize("statement", sorted(WRITES))
+def test_each_write_statement_sets_exactly_the_columns_it_binds(statement: str) -> None:
+    """A column bound but not in ``SET`` would be silently dropped; one set but not bound
+    would not parse. Read from the statement's text."""
+    targets, keys = _set_targets(statement)
+    assert len(targets) == len(set(targets)), statement
+    assert set(targets) | set(keys) == set(schedules.COLUMNS[statement])
+    assert not set(targets) & set(keys)
+
+
+@pytest.mark.parametrize("statement", sorted(WRITES))
+def test_each_write_statement_changes_every_column_it_writes(statement: str) -> None:
+    """Every column the statement writes is given a value other than the stored row's, and
+    each one is read back changed (a ``SET`` line lost would leave its column as stored);
+    every other column is changed in memory too and read back as stored."""
+    write, make = WRITES[statement]
+    stored = make()
+    model = type(stored)
+    _, keys = _set_targets(statement)
+    changed = copy.copy(stored)
+    fields = [f for f in model._meta.concrete_fields if not f.is_relation and not f.primary_key]
+    for f in fields:
+        if f.column not in keys:
+            setattr(changed, f.attname, _other(f, getattr(stored, f.attname)))
+    write(changed)
+    row = model.objects.get(pk=stored.pk)
+    for f in fields:
+        expected = (
+            stored if f.column in keys or f.column not in schedules.COLUMNS[statement] else changed
+        )
+        value = getattr(row, f.attname)
+        assert value == getattr(expected, f.attname), (statement, f.column)
+        if expected is changed:
+            assert value != getattr(stored, f.attname), (statement, f.column)
