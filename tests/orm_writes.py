@@ -5,12 +5,13 @@ writes a row of one of ``models``: a manager's or queryset's ``create``, ``bulk_
 ``bulk_update``, ``update_or_create``, ``get_or_create``, ``update`` or ``delete``, and a row's
 ``save()`` or ``delete()``. It knows what an expression holds without running it, from what
 the module itself says: the model's class (imported from ``django_jobs.models``),
-``Model.objects`` and the querysets chained from it, ``Model(...)``, a parameter or variable
-annotated with the model (``Schedule``, ``list[Schedule]``, ``Schedule | None``), a variable
-assigned one of those, a loop over one, the foreign keys between them (``x.schedule``,
-``schedule.limit``, ``schedule.runbooks``), and what a function of django_jobs is annotated to
-return. A write through an expression it cannot type (an unannotated helper's result) is not
-seen: the rule errs on the side of naming only real writes, never another model's rows.
+``Model.objects`` and the querysets chained from it (``raw(...)`` too), ``Model(...)``, a
+parameter or variable annotated with the model (``Schedule``, ``list[Schedule]``,
+``Schedule | None``), a variable assigned one of those, a loop over one, the foreign keys
+between them (``x.schedule``, ``schedule.limit``, ``schedule.runbooks``), and what a function
+of django_jobs is annotated to return. A write through an expression it cannot type (an
+unannotated helper's result) is not seen: the rule errs on the side of naming only real
+writes, never another model's rows.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ QUERYSETS = frozenset(
         "none",
         "iterator",
         "bulk_create",
+        "raw",  # a RawQuerySet: its rows are the model's, as saveable as any
     }
 )
 ROWS = frozenset({"get", "first", "last", "earliest", "latest", "create"})

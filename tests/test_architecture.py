@@ -293,6 +293,8 @@ def others(rows: list[Schedule], state: dict[str, int]) -> None:
     Schedule.objects.get(pk=1).full_clean()
     SyncState.objects.update_or_create(key="declared", defaults={})
     state.update(a=1)
+    for s in Schedule.objects.raw("SELECT * FROM django_jobs_schedule"):
+        s.save()
 """
     found = [str(w) for w in orm_writes(source, "django_jobs.services.park", SCHEDULE_RECORDS)]
     assert found == [
@@ -303,6 +305,7 @@ def others(rows: list[Schedule], state: dict[str, int]) -> None:
         "23: Limit row .save()",
         "24: Runbook rows .bulk_create()",
         "26: Schedule row .save()",
+        "33: Schedule row .save()",
     ]
 
 
