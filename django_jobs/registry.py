@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from . import conf
 from .exceptions import ConfigurationError, UnknownJob
 from .scheduling.policies import MAX_DURATION, Retry
+from .spec import MAX_KEEP_LAST as MAX_KEEP_LAST  # re-exported, where it was defined
 from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec
 
 if TYPE_CHECKING:

@@ -5,7 +5,10 @@ A declaration (``schedule(...)``), a job's policies (``@job(...)``, the Tasks ba
 planner's check of a stored row (``check_row``) and the system checks all build a spec of
 what they hold and ask it; each only says which field of its own input a problem belongs to
 (``schedule()`` and ``@job`` take ``retry=Retry(...)``: ``RETRY_FIELDS``). Every bound and
-message is here. Pure: no clock, no database.
+message is here, or taken from the pure module that holds it: ``scheduling.policies``
+(``MAX_DURATION``, and the retry columns' rules, which the public ``Retry.problems()`` asks
+too), ``scheduling.planner`` (``MAX_CATCHUP``), ``validation`` (priority, arguments). Pure: no
+clock, no database.
 
 A spec holds the record's stored columns, each as given (nothing is trusted yet); a column an
 entry point does not hold is ``NOT_GIVEN`` and is not checked (the planner checks only what
@@ -22,7 +25,16 @@ from datetime import timedelta
 from typing import Any, Final
 
 from .scheduling.planner import MAX_CATCHUP
-from .scheduling.policies import MAX_DURATION, Misfire, Overlap, Retry, TimingKind
+from .scheduling.policies import MAX_ATTEMPTS as MAX_ATTEMPTS  # re-exported
+from .scheduling.policies import (
+    MAX_DURATION,
+    Misfire,
+    Overlap,
+    Retry,
+    TimingKind,
+    attempts_problem,
+    backoff_problem,
+)
 from .scheduling.timing import InvalidTiming
 from .validation import arguments, draft_gaps, printable
 from .validation import priority as priority_problem
@@ -32,8 +44,6 @@ TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
 STATUSES = ("draft", "active", "retired")
 # The longest a count-based retention (``keep_last``) may keep.
 MAX_KEEP_LAST = 100_000_000
-# The most attempts an occurrence may be given (a bounded retry budget).
-MAX_ATTEMPTS = 10_000
 # The longest text column a name (an owner, a decider, a job) is kept in.
 MAX_NAME_CHARS = 200
 
@@ -240,12 +250,6 @@ def _positive_duration(value: object) -> str | None:
     return f"must be a positive timedelta of at most {MAX_DURATION.days} days, got {value!r}"
 
 
-def _backoff(value: object) -> str | None:
-    if _duration(value, zero=True):
-        return None
-    return f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, got {value!r}"
-
-
 def _policy(policy: type[Misfire] | type[Overlap]) -> Callable[[object], str | None]:
     members = _MISFIRES if policy is Misfire else _OVERLAPS
 
@@ -261,12 +265,6 @@ def _max_catchup(value: object) -> str | None:
     if _count(value, 0, MAX_CATCHUP):
         return None
     return f"must be a whole number from 0 to {MAX_CATCHUP}, got {value!r}"
-
-
-def _max_attempts(value: object) -> str | None:
-    if _count(value, 1, MAX_ATTEMPTS):
-        return None
-    return f"must be a whole number from 1 to {MAX_ATTEMPTS}, got {value!r}"
 
 
 def _retry(value: object) -> str | None:
@@ -292,9 +290,9 @@ _POLICIES: _Rules = (
     ("max_catchup", _max_catchup),
     ("priority", priority_problem),
     ("retry", _retry),
-    ("max_attempts", _max_attempts),
-    ("backoff", _backoff),
-    ("max_backoff", _backoff),
+    ("max_attempts", attempts_problem),
+    ("backoff", backoff_problem),
+    ("max_backoff", backoff_problem),
 )
 _RULE_OF = dict(_NAMING + _PEOPLE + _POLICIES)
 

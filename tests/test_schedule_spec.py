@@ -17,15 +17,16 @@ from django.contrib.auth.models import User
 from django.core.checks import ERROR, WARNING
 from django.core.management import call_command
 
-from django_jobs import Retry, runbooks, services
+from django_jobs import Retry, registry, runbooks, services
 from django_jobs.checks import check_declared_schedules, check_schedule_records
 from django_jobs.console.forms import ScheduleForm
 from django_jobs.declarations import InvalidSchedule, declared
 from django_jobs.exceptions import ConfigurationError
 from django_jobs.models import Limit, Schedule
 from django_jobs.registry import JobPolicies, Registry
+from django_jobs.scheduling import policies
 from django_jobs.scheduling.policies import MAX_DURATION
-from django_jobs.spec import MAX_ATTEMPTS, MAX_KEEP_LAST, ScheduleSpec
+from django_jobs.spec import MAX_ATTEMPTS, MAX_KEEP_LAST, RETRY_FIELDS, ScheduleSpec
 from django_jobs.tasks import TaskOptions
 from django_jobs.worker.planning import RefusedRow, check_row, plan_due
 
@@ -284,3 +285,26 @@ def test_upsert_schedule_refuses_a_declaration_built_without_schedule() -> None:
         services.upsert_schedule(bad, actor=root, reason="hand-built", now=T0)
     assert str(refused.value) == f"schedule 'acme/acme.report': max_catchup: {message}"
     assert not Schedule.objects.filter(key="acme.report").exists()
+
+
+@pytest.mark.parametrize(
+    "retry",
+    [
+        Retry(),
+        Retry(max_attempts=0),
+        Retry(max_attempts=MAX_ATTEMPTS + 1, backoff=timedelta(-1)),
+        Retry(max_attempts=True, max_backoff=CENTURY_AND_A_DAY),
+        Retry(backoff="30s"),  # type: ignore[arg-type]
+    ],
+)
+def test_the_public_retry_says_the_specs_problems_of_its_fields(retry: Retry) -> None:
+    """``django_jobs.Retry(...).problems()`` is public: (field, message) named as
+    ``schedule(...)`` takes it, the spec's message for that column."""
+    says = [(RETRY_FIELDS[f], m) for f, m in ScheduleSpec.of(retry=retry).problems()]
+    assert retry.problems() == says
+    assert bool(says) == (retry != Retry())
+
+
+def test_the_bounds_are_importable_where_they_were_defined_once() -> None:
+    assert policies.MAX_ATTEMPTS is MAX_ATTEMPTS == 10_000
+    assert registry.MAX_KEEP_LAST is MAX_KEEP_LAST == 100_000_000

@@ -9,6 +9,8 @@ from datetime import timedelta
 # The longest duration a schedule field may name (intervals, delays, timeouts, backoff,
 # retention): a century, so that an instant plus any of them stays a valid datetime.
 MAX_DURATION = timedelta(days=36525)
+# The most attempts an occurrence may be given (a bounded retry budget).
+MAX_ATTEMPTS = 10_000
 
 
 class Misfire(enum.StrEnum):
@@ -87,6 +89,35 @@ class Retry:
     max_attempts: int = 3
     backoff: timedelta = timedelta(seconds=30)
     max_backoff: timedelta = timedelta(minutes=10)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, message) for each invalid part, named as ``schedule(...)`` and ``@job``
+        take it (``retry.max_attempts``, ``retry.backoff``, ``retry.max_backoff``); empty
+        when valid. The spec of a record (``spec.py``) says the same of these columns: it
+        asks these rules (here, so that this pure layer need not import the spec)."""
+        found = []
+        for name, rule in (
+            ("max_attempts", attempts_problem),
+            ("backoff", backoff_problem),
+            ("max_backoff", backoff_problem),
+        ):
+            if (message := rule(getattr(self, name))) is not None:
+                found.append((f"retry.{name}", message))
+        return found
+
+
+def attempts_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a record's ``max_attempts``, or None."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_ATTEMPTS:
+        return None
+    return f"must be a whole number from 1 to {MAX_ATTEMPTS}, got {value!r}"
+
+
+def backoff_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a record's ``backoff`` or ``max_backoff``, or None."""
+    if isinstance(value, timedelta) and timedelta(0) <= value <= MAX_DURATION:
+        return None
+    return f"must be a timedelta of 0 or more, at most {MAX_DURATION.days} days, got {value!r}"
 
 
 def choices(policy: type[enum.StrEnum]) -> list[tuple[str, str]]:
