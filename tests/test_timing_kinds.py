@@ -155,6 +155,31 @@ def test_what_a_record_of_a_kind_is_comes_from_its_class(weekly: type[Weekly]) -
     assert not timings.is_local(SimpleNamespace(timing_kind="enqueued", time_zone="Europe/Paris"))
 
 
+@dataclass(frozen=True)
+class Pinned(Weekly):
+    """A throw-away one-off kind whose instant is given (as ``at``'s)."""
+
+    kind: str = "pinned"
+    one_off: ClassVar[bool] = True
+    fixed_instant: ClassVar[bool] = True
+
+
+def test_the_kinds_a_record_may_be_are_kept_until_the_registry_changes() -> None:
+    """Asked for each record a sync writes (``services.one_offs``): worked out once, and
+    again when a kind is registered or unregistered."""
+    before = timings.fixed_instant_kinds()
+    assert timings.fixed_instant_kinds() is before
+    assert timings.one_off_kinds() is timings.one_off_kinds()
+    register(Pinned)
+    try:
+        assert timings.fixed_instant_kinds() == {"at", "pinned"}
+        assert timings.one_off_kinds() == {"at", "after", "pinned"}
+    finally:
+        unregister("pinned")
+    assert timings.fixed_instant_kinds() == before == {"at"}
+    assert timings.one_off_kinds() == {"at", "after"}
+
+
 # The branches on a kind that stay, each for a reason of its own; any other ``isinstance`` on
 # a timing class or comparison with a kind's name is a kind known outside its module.
 KIND_BRANCHES = {

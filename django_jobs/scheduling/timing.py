@@ -177,12 +177,29 @@ def register(cls: _Kind) -> _Kind:
     if _KINDS.get(kind, cls) is not cls:
         raise ValueError(f"the timing kind {kind!r} is registered already: {_KINDS[kind]!r}")
     _KINDS[kind] = cls
+    _WHERE.clear()
     return cls
 
 
 def unregister(kind: str) -> None:
     """Forget the timing kind ``kind`` (for tests that register a kind of their own)."""
     _KINDS.pop(kind, None)
+    _WHERE.clear()
+
+
+# The kinds whose class says yes to an attribute (``one_off``, ``fixed_instant``), asked for
+# each record a service decides: kept until the registry changes.
+_WHERE: dict[str, frozenset[str]] = {}
+
+
+def kinds_where(attribute: str) -> frozenset[str]:
+    """The registered kinds whose class's ``attribute`` is true; worked out once until
+    ``register`` or ``unregister`` changes the registry."""
+    found = _WHERE.get(attribute)
+    if found is None:
+        found = frozenset(k for k, cls in _KINDS.items() if getattr(cls, attribute))
+        _WHERE[attribute] = found
+    return found
 
 
 def registered() -> dict[str, type[Timing]]:

@@ -20,7 +20,7 @@ from . import rrules  # noqa: F401  (registers the rrule kind)
 from .crons import Cron, cron
 from .elapsed import EPOCH, After, At, Every, after, at, every
 from .policies import TimingKind
-from .timing import InvalidTiming, Timing, bounds, registered, wall_clock_fields
+from .timing import InvalidTiming, Timing, bounds, kinds_where, registered, wall_clock_fields
 from .wall_clock import (
     MAX_REASON,
     UTC_NAMES,
@@ -76,13 +76,14 @@ def kind_of(kind: str) -> type[Timing] | None:
 
 def one_off_kinds() -> frozenset[str]:
     """The kinds that plan one instant, then are done (``at``, ``after``)."""
-    return frozenset(k for k, cls in registered().items() if cls.one_off)
+    return kinds_where("one_off")
 
 
 def fixed_instant_kinds() -> frozenset[str]:
     """The one-off kinds whose instant is given, not counted from the record's creation
-    (``at``): it may come before the record exists, where no plan pass starts."""
-    return frozenset(k for k, cls in registered().items() if cls.fixed_instant)
+    (``at``): it may come before the record exists, where no plan pass starts. Asked for
+    each record a sync writes: the set is kept until the registry changes."""
+    return kinds_where("fixed_instant")
 
 
 def is_local(record: Any) -> bool:
