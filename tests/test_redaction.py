@@ -70,7 +70,7 @@ def stored_and_logged() -> str:
 def test_a_failed_attempt_stores_and_logs_the_error_without_its_secrets(
     failing, inline_worker
 ) -> None:
-    jobs, clock = failing
+    jobs, _clock = failing
     plan(ScheduleFactory.create(job="tests.partner", max_attempts=3), T0, now=T0)
     worker = inline_worker(jobs)
     with capture_logs() as logs:
@@ -93,7 +93,7 @@ def test_a_failed_attempt_stores_and_logs_the_error_without_its_secrets(
 def test_a_dead_letter_stores_and_logs_the_error_without_its_secrets(
     failing, inline_worker
 ) -> None:
-    jobs, clock = failing
+    jobs, _clock = failing
     plan(ScheduleFactory.create(job="tests.partner", max_attempts=1), T0, now=T0)
     worker = inline_worker(jobs)
     with capture_logs() as logs:
@@ -109,7 +109,7 @@ def test_a_dead_letter_stores_and_logs_the_error_without_its_secrets(
 
 @pytest.mark.django_db
 def test_no_traceback_cause_or_frame_locals_are_stored(failing, inline_worker) -> None:
-    jobs, clock = failing
+    jobs, _clock = failing
     plan(ScheduleFactory.create(job="tests.partner"), T0, now=T0)
     worker = inline_worker(jobs)
     worker.run_pass()
