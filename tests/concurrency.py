@@ -52,6 +52,32 @@ def wait_until(condition: Callable[[], bool], *, timeout: float = 30, what: str)
         time.sleep(0.01)
 
 
+def wait_while_progressing(
+    condition: Callable[[], bool],
+    progress: Callable[[], object],
+    *,
+    stall: float = 60,
+    ceiling: float = 900,
+    what: str,
+) -> None:
+    """Poll ``condition`` until it holds, for work the worker does in bounded passes: a loaded
+    machine makes each pass do less, so the whole takes longer, but it never stops. Fail when
+    ``progress()`` (what the work has reached) has not changed for ``stall`` seconds, or after
+    ``ceiling`` seconds in all. Never a fixed sleep."""
+    began = time.monotonic()
+    reached, moved = progress(), began
+    while not condition():
+        now = time.monotonic()
+        if (latest := progress()) != reached:
+            reached, moved = latest, now
+        if now - moved > stall or now - began > ceiling:
+            raise AssertionError(
+                f"no progress for {now - moved:.0f}s ({now - began:.0f}s in all, reached"
+                f" {reached!r}) waiting for {what}"
+            )
+        time.sleep(0.01)
+
+
 def backends_waiting_on_locks() -> int:
     """How many other sessions of this database are blocked waiting for a lock."""
     with connection.cursor() as cursor:

@@ -1,8 +1,10 @@
 """#33 finding 2 under a real ``runworker``, with a calendar that moves occurrences: the densest
 rule (one a minute) with a week of excluded days moved to the next day, and a year-long gap,
-is planned in passes of at most 1 s while the replica's heartbeat gap stays under 3 s
-(``HEARTBEAT_SECONDS`` is 1 in tests/worker_settings.py); a row holding the review's timing
-(365 excluded days in a row, moved) is parked naming ``timing.exclude`` beside it.
+is planned in passes of at most 1 s of the pass's own CPU time (the replica's ``cpu_seconds``:
+a loaded machine stretches a pass's wall time, not its work) while the replica's heartbeat gap
+stays under 3 s (``HEARTBEAT_SECONDS`` is 1 in tests/worker_settings.py); a row holding the
+review's timing (365 excluded days in a row, moved) is parked naming ``timing.exclude`` beside
+it.
 
 On 8f518d8, and after a567a28, the review's row made one decision walk the whole run of
 excluded days for every day it counted: one plan decision took 23.5-219.6 s, and a real
@@ -78,13 +80,13 @@ def test_a_moved_calendar_of_the_densest_rule_is_planned_in_short_passes_beside_
     )
     replica = start("r1")
     caught = enable_and_catch_up(replica, dense, actor=root)
-    passes, longest, beats, gaps = caught.passes, caught.longest, caught.heartbeats, caught.gaps
+    passes, longest, beats, gaps = caught.passes, caught.longest_cpu, caught.heartbeats, caught.gaps
     print(
-        f"{len(passes)} plan passes, longest {longest:.3f} s;"
+        f"{len(passes)} plan passes, longest {longest:.3f} s CPU ({caught.longest:.3f} s wall);"
         f" {len(beats)} heartbeats, longest gap {max(gaps).total_seconds():.3f} s"
     )
     assert any(e["more"] for e in passes)  # a year is more than one pass
-    assert longest <= 1.0
+    assert longest <= 1.0  # the pass's budget is 0.5 s: it stops deciding then
     assert max(gaps) < timedelta(seconds=3)
     assert Schedule.objects.get(pk=dense.pk).parked_field == ""
     review.refresh_from_db()
