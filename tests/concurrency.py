@@ -43,12 +43,17 @@ def run_together(*fns: Callable[[], T]) -> list[T]:
         return [f.result(timeout=120) for f in futures]
 
 
-def wait_until(condition: Callable[[], bool], *, timeout: float = 30, what: str) -> None:
-    """Poll ``condition`` until it holds; fail after ``timeout`` seconds. Never a fixed sleep."""
+def wait_until(
+    condition: Callable[[], bool], *, timeout: float = 30, what: str | Callable[[], str]
+) -> None:
+    """Poll ``condition`` until it holds; fail after ``timeout`` seconds. Never a fixed sleep.
+    ``what`` may be a callable, called at the failure: a log tail then shows the wait's end,
+    not its start."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {said}")
         time.sleep(0.01)
 
 

@@ -125,7 +125,9 @@ class Replica:
         wait_until(
             lambda: self.logged(event) >= count,
             timeout=timeout,
-            what=f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}",
+            what=lambda: (
+                f"{self.name} to log {event} x{count}: {self.log_path.read_text()[-2000:]}"
+            ),
         )
 
 

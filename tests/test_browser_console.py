@@ -125,7 +125,7 @@ def test_a_schedule_created_in_the_admin_runs_on_a_replica_without_a_restart(
         wait_until(
             lambda: Occurrence.objects.filter(schedule=schedule, state="completed").exists(),
             timeout=60,
-            what=f"the replica to run the new schedule: {log_tail(replica)}",
+            what=lambda: f"the replica to run the new schedule: {log_tail(replica)}",
         )
         assert replica.alive
     finally:

@@ -105,7 +105,7 @@ def test_a_renewal_that_fails_once_keeps_the_lease_and_no_second_replica_runs_it
     wait_until(
         lambda: state_of(occurrence) == OccurrenceState.COMPLETED,
         timeout=60,
-        what=f"the occurrence to complete: {a.log_path.read_text()[-3000:]}",
+        what=lambda: f"the occurrence to complete: {a.log_path.read_text()[-3000:]}",
     )
 
     assert beats(tmp_path, "B") == [], "a second replica executed the occurrence"
@@ -216,7 +216,7 @@ def test_a_job_that_ends_its_own_session_fails_within_its_attempts(start, tmp_pa
             and state_of(other) == OccurrenceState.COMPLETED
         ),
         timeout=60,
-        what=f"the doomed run to be dead: {replica.log_path.read_text()[-3000:]}",
+        what=lambda: f"the doomed run to be dead: {replica.log_path.read_text()[-3000:]}",
     )
     runs = (tmp_path / "query-of-death").read_text().splitlines()
     assert runs == [f"{doomed.pk} 1", f"{doomed.pk} 2"]
@@ -247,7 +247,7 @@ def test_a_handler_that_exits_fails_its_attempt_and_the_replica_serves_on(
     wait_until(
         lambda: state_of(doomed) == OccurrenceState.DEAD,
         timeout=30,
-        what=f"the run to be dead: {replica.log_path.read_text()[-3000:]}",
+        what=lambda: f"the run to be dead: {replica.log_path.read_text()[-3000:]}",
     )
     row = Occurrence.objects.get(pk=doomed.pk)
     assert (row.attempts, row.failures) == (2, 2)

@@ -126,7 +126,7 @@ def test_a_replica_on_a_server_turned_read_only_reconnects_to_the_new_primary(
         wait_until(
             lambda: len(completed(ha_pair, since=promoted_at)) >= 3,
             timeout=60,
-            what=f"ticks on the new primary: {replica.log_path.read_text()[-3000:]}",
+            what=lambda: f"ticks on the new primary: {replica.log_path.read_text()[-3000:]}",
         )
 
         assert ha_pair.primary_port != old_port
@@ -176,7 +176,11 @@ def test_a_replica_keeps_running_across_a_failover_and_its_work_continues(
                 and reader_attempts(ha_pair)[-1][2] == "succeeded"
             ),
             timeout=90,
-            what=f"work after the failover: {replica.log_path.read_text()[-3000:]}",
+            what=lambda: (
+                f"work after the failover ({len(completed(ha_pair, since=failed_over_at))}"
+                f" completed since; the reader's attempts {reader_attempts(ha_pair)}):"
+                f" {replica.log_path.read_text()[-3000:]}"
+            ),
         )
 
         assert replica.alive

@@ -73,7 +73,7 @@ def test_one_failed_statement_is_survived_and_the_run_completes_once(
     wait_until(
         lambda: state_of(occurrence) == OccurrenceState.COMPLETED,
         timeout=30,
-        what=f"the occurrence to complete: {replica.log_path.read_text()[-3000:]}",
+        what=lambda: f"the occurrence to complete: {replica.log_path.read_text()[-3000:]}",
     )
 
     line = next(e for e in replica.events() if e.get("event") == event)

@@ -50,7 +50,7 @@ def test_one_offs_declared_after_their_instants_are_decided_when_a_real_worker_s
     wait_until(
         lambda: all(effects()[key] for key in ran),
         timeout=60,
-        what=f"both late one-offs to run: {log_tail(replica)}",
+        what=lambda: f"both late one-offs to run: {log_tail(replica)}",
     )
     occurrences = {
         o.schedule.key: (o.scheduled_at, o.state, o.trigger, o.skip_reason)

@@ -410,7 +410,7 @@ def test_runworker_serves_the_fleets_and_its_own_metrics_on_its_metrics_port(sta
     wait_until(
         lambda: ("metrics-replica", "completed") in own_outcomes(served()),
         timeout=30,
-        what=f"the replica to count its completion: {replica.log_path.read_text()[-2000:]}",
+        what=lambda: f"the replica to count its completion: {replica.log_path.read_text()[-2000:]}",
     )
     metrics = served()
     assert value(metrics, "django_jobs_scrape_error") == 0

@@ -376,7 +376,7 @@ def test_a_pay_date_on_a_holiday_runs_once_on_the_previous_business_day(tmp_path
         wait_until(
             functools.partial(planned_past, other, payroll, PAY_AFTER),
             timeout=60,
-            what=f"{other.name} to plan the rewound payroll again: {log_tail(other)}",
+            what=lambda: f"{other.name} to plan the rewound payroll again: {log_tail(other)}",
         )
         passes = [e["planned"] for e in other.events() if e.get("event") == "plan.pass"]
         assert passes[passes_before:] == [1], f"{other.name} decided to run the pay run again"

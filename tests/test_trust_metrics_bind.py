@@ -38,7 +38,7 @@ def served_port(replica) -> int:
     wait_until(
         lambda: replica.logged("metrics.serving") == 1,
         timeout=60,
-        what=f"the metrics port to open: {replica.log_path.read_text()[-2000:]}",
+        what=lambda: f"the metrics port to open: {replica.log_path.read_text()[-2000:]}",
     )
     (event,) = [e for e in replica.events() if e.get("event") == "metrics.serving"]
     return int(event["port"])

@@ -98,7 +98,7 @@ def test_a_task_in_a_module_the_worker_never_imports_runs_on_a_real_replica(
             .exists()
         ),
         timeout=60,
-        what=f"the replica to end the task: {replica.log_path.read_text()[-2000:]}",
+        what=lambda: f"the replica to end the task: {replica.log_path.read_text()[-2000:]}",
     )
     occurrence = Occurrence.objects.get(pk=result.id)
     assert (occurrence.state, occurrence.last_error_type) == ("completed", "")
