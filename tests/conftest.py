@@ -33,6 +33,24 @@ hypothesis.settings.register_profile(
 )
 hypothesis.settings.load_profile("suite")
 
+
+# The whole suite runs on xdist workers (``addopts``: ``-n auto --dist worksteal``): most of
+# its time is spent waiting on real processes and PostgreSQL, so on two cores six workers
+# finish in about half the time one does (README "Run the tests"). A run naming test files or
+# node ids runs in this process: six workers, each creating its own test database, would
+# take longer than the few tests. ``-n N`` (``-n0``) or ``JOBS_TEST_WORKERS`` choose.
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    named = [arg.split("::")[0] for arg in config.args]
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS or all(
+        Path(arg).is_dir() for arg in named
+    )
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker never starts workers of its own
+        return 0
+    if "JOBS_TEST_WORKERS" in os.environ:
+        return int(os.environ["JOBS_TEST_WORKERS"])
+    return min(3 * (os.cpu_count() or 1), 12) if whole else 0
+
+
 # Fixtures that start real OS processes: a test using one is a ``processes`` test.
 PROCESS_FIXTURES = {"start", "cluster"}
 
