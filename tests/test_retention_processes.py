@@ -72,7 +72,10 @@ def test_a_serving_fleet_deletes_finished_rows_past_retention_and_nothing_else(s
     assert sorted(
         Occurrence.objects.filter(schedule=held).values_list("scheduled_at", flat=True)
     ) == [i.astimezone(UTC) for i in old]
+    # On a loaded machine one replica may still be starting (its SIGTERM handler not yet
+    # installed) when the other has done the work: each is stopped once it serves.
     for replica in replicas:
+        replica.wait_logged("worker.started", timeout=120)
         replica.signal(signal.SIGTERM)
         assert replica.wait_exit() == 0
     assert Occurrence.objects.get(pk=processing.occurrence_id).lease_owner == "ghost"
