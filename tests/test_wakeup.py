@@ -33,6 +33,18 @@ def test_a_notify_from_another_connection_wakes_a_sleeping_worker() -> None:
         wakeup.close()
 
 
+def test_a_notify_sent_after_listen_and_before_the_first_wait_is_not_missed() -> None:
+    """``Worker.serve`` listens before its first look for work: work committed (and
+    notified) after that look, before the loop first sleeps, still wakes it."""
+    wakeup = Wakeup(conninfo_from_django())
+    try:
+        assert wakeup.listen()
+        on_own_connection(lambda: store.notify("plan"))()
+        assert wakeup.wait(60) == "notify"
+    finally:
+        wakeup.close()
+
+
 def test_a_poke_wakes_it_at_once() -> None:
     wakeup = Wakeup(None)
     wakeup.poke()

@@ -363,6 +363,10 @@ class Worker:
                 supervisor=self.supervisor,
             )
             self._retention.start()
+        # LISTEN before the first look for work: a NOTIFY of work committed after that look
+        # wakes this replica (found by a test under load: a first wait that listened only
+        # after the first step missed one, and the work waited for the next poll).
+        self.wakeup.listen()
         self._cadence.plan_now(self.clock.now())
         self._progress.mark()
         self._heartbeat_keeper.start()

@@ -40,6 +40,12 @@ class Wakeup:
         with contextlib.suppress(BlockingIOError):
             os.write(self._write, b"!")
 
+    def listen(self) -> bool:
+        """LISTEN now (``wait`` would at its first call): a replica calls it before it first
+        looks for work, so a NOTIFY sent after that look is never missed. ``False`` if the
+        store is out of reach (``wait`` tries again)."""
+        return self._listen() is not None
+
     def _listen(self) -> psycopg.Connection[Any] | None:
         if self._conn is not None and not self._conn.closed:
             return self._conn
