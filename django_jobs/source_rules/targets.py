@@ -121,10 +121,18 @@ def _lambda_in(module_tree: ast.Module, line: int) -> ast.Lambda | None:
     return min(found, key=lambda n: n.col_offset) if found else None
 
 
+@functools.lru_cache(maxsize=32)
+def parsed(source: str) -> ast.Module:
+    """``source`` parsed, once for as long as it stays among the last 32 sources read: the
+    checks read one module's top level for each of its handlers, and the same helper for each
+    handler that calls it. No rule changes a tree, so one tree serves them all."""
+    return ast.parse(source)
+
+
 def module_tree(func: types.FunctionType) -> ast.Module | None:
     """The parsed source of the module ``func`` is defined in, if it can be read."""
     try:
-        return ast.parse(inspect.getsource(inspect.getmodule(func)))  # type: ignore[arg-type]
+        return parsed(inspect.getsource(inspect.getmodule(func)))  # type: ignore[arg-type]
     except (OSError, TypeError, SyntaxError):
         return None
 
@@ -150,6 +158,6 @@ def source_of(func: types.FunctionType) -> tuple[ast.AST, int] | Unreadable:
         if node is not None:
             return node, 0
     try:
-        return ast.parse(textwrap.dedent("".join(lines))), max(first - 1, 0)
+        return parsed(textwrap.dedent("".join(lines))), max(first - 1, 0)
     except SyntaxError:
         return Unreadable(f"the source of {name} in {filename} does not parse", module)
