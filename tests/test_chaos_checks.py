@@ -333,6 +333,31 @@ def test_a_session_cut_while_the_store_answered_is_the_jobs_failure_by_design(hi
     assert set(problems) == {"store outages are not failures"}
 
 
+@pytest.mark.parametrize(
+    ("restart_at", "seconds", "charged_by_design"),
+    [
+        # Over 0.2 s before the attempt started (campaign seed 20261130, 2026-12-03).
+        (T0 + 4 * S, 5.8, True),
+        # Begun 0.5 s after the attempt's end was written (the campaign of 2026-12-02).
+        (T0 + 11 * S + S / 2, 5.0, True),
+        # Begun between the cut and the end: the worker may have met it; not excused.
+        (T0 + 10 * S + S * 7 / 10, 5.0, False),
+    ],
+)
+def test_an_outage_away_from_the_cut_and_the_end_does_not_excuse_the_cut(
+    history, restart_at: datetime, seconds: float, charged_by_design: bool
+):
+    """The attempt ran from 10 s to 11 s and its session was cut at 10.5 s: only an outage
+    between the cut and the attempt's end could be what the worker met when it asked the
+    store, so only such an outage makes the charged failure a violation."""
+    reader_attempt("failed", error_type="django.db.utils.OperationalError", failures=1)
+    cut = Fault("terminate_backends", "r1.1", T0 + 10 * S + S / 2)
+    restart = Fault("pg_restart", "", restart_at, seconds=seconds)
+    found = check(faults=[cut, restart])
+    assert (broken(found) == {}) is charged_by_design
+    assert found.figures["sessions_cut_while_store_answered"] == int(charged_by_design)
+
+
 def test_an_outage_charged_as_a_failure_is_reported(history):
     reader_attempt("outage", failures=1)
     problems = broken(check())

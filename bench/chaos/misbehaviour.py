@@ -266,16 +266,26 @@ CUT_SLACK = timedelta(seconds=2)
 
 
 def _cut_while_store_answered(faults: list[Fault]) -> Callable[[AttemptRow], bool]:
-    """Whether an attempt ran while the injector severed its replica's connections and the
-    store was up for every replica the whole time: its error then ended only its own session."""
+    """Whether the injector severed an attempt's replica's connections during its run and the
+    store was up for every replica from that cut until the attempt's end: its error then ended
+    only its own session, and the worker, asking the store, found it answering.
+
+    The window is the cut to the end, not the whole run: the worker classifies the error after
+    the cut (a cut's instant is taken before ``pg_terminate_backend`` is called) and before it
+    writes the end (replicas' clocks are synced to the server's at start). An outage that was
+    over before the cut, or began after the end, cannot have been what the worker met.
+    """
     cuts = spans.cut(faults)
     down = spans.store_down(faults)
 
     def explains(row: AttemptRow) -> bool:
-        end = (row.finished_at or row.started_at) + CUT_SLACK
-        begin = row.started_at - CUT_SLACK
-        severed = any(a <= end and b >= begin for a, b in cuts.get(row.replica, []))
-        store_down = any(a <= end and b >= begin for a, b in down)
-        return severed and not store_down
+        end = row.finished_at or row.started_at
+        for cut_from, cut_to in cuts.get(row.replica, []):
+            if cut_from > end + CUT_SLACK or cut_to < row.started_at - CUT_SLACK:
+                continue
+            met = max(cut_from, row.started_at)
+            if not any(a <= end and b >= met for a, b in down):
+                return True
+        return False
 
     return explains
