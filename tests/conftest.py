@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -49,6 +50,20 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     if "JOBS_TEST_WORKERS" in os.environ:
         return int(os.environ["JOBS_TEST_WORKERS"])
     return min(3 * (os.cpu_count() or 1), 12) if whole else 0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the Python processes the tests start (xdist workers, every ``runworker`` and
+    ``manage.py``) a bytecode cache, when this environment turns writing one off
+    (``PYTHONDONTWRITEBYTECODE``): each would otherwise compile about 150 modules from source
+    at start, 0.37 s of a replica's 0.8 s. The cache lives in pytest's own cache folder
+    (``PYTHONPYCACHEPREFIX``), never beside the sources; a prefix the caller set is kept."""
+    if not sys.dont_write_bytecode or "PYTHONPYCACHEPREFIX" in os.environ:
+        return
+    if config.cache is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(config.cache.mkdir("pycache"))
 
 
 # Fixtures that start real OS processes: a test using one is a ``processes`` test.
