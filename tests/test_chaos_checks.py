@@ -336,7 +336,7 @@ def test_a_session_cut_while_the_store_answered_is_the_jobs_failure_by_design(hi
 @pytest.mark.parametrize(
     ("restart_at", "seconds", "charged_by_design"),
     [
-        # Over 0.2 s before the attempt started (campaign seed 20261130, 2026-12-03).
+        # Ended 0.2 s before the attempt started (campaign seed 20261130, 2026-12-03).
         (T0 + 4 * S, 5.8, True),
         # Begun 0.5 s after the attempt's end was written (the campaign of 2026-12-02).
         (T0 + 11 * S + S / 2, 5.0, True),
@@ -344,7 +344,7 @@ def test_a_session_cut_while_the_store_answered_is_the_jobs_failure_by_design(hi
         (T0 + 10 * S + S * 7 / 10, 5.0, False),
     ],
 )
-def test_an_outage_away_from_the_cut_and_the_end_does_not_excuse_the_cut(
+def test_only_an_outage_between_the_cut_and_the_end_makes_the_cut_an_outage(
     history, restart_at: datetime, seconds: float, charged_by_design: bool
 ):
     """The attempt ran from 10 s to 11 s and its session was cut at 10.5 s: only an outage
