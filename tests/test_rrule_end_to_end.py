@@ -367,6 +367,12 @@ def test_a_pay_date_on_a_holiday_runs_once_on_the_previous_business_day(tmp_path
         # Whichever replica planned the pay run stops; the other plans the month again from
         # scratch, as a replica whose view of the schedule is behind would. It must derive
         # the same identity (its insert is a no-op), so nothing is added and nothing runs twice.
+        # A pass logs ``plan.pass`` after its transaction commits: the walk saw the commit.
+        wait_until(
+            lambda: any(replica.logged("plan.pass") for replica in replicas),
+            timeout=30,
+            what="a replica to log the pass that planned the pay run",
+        )
         planner = next(replica for replica in replicas if replica.logged("plan.pass"))
         (other,) = [replica for replica in replicas if replica is not planner]
         passes_before = other.logged("plan.pass")
@@ -374,7 +380,10 @@ def test_a_pay_date_on_a_holiday_runs_once_on_the_previous_business_day(tmp_path
         Schedule.objects.filter(pk=payroll.pk).update(last_scheduled_at=None, next_due_at=PAY_START)
         store.notify("tests.rewound")
         wait_until(
-            functools.partial(planned_past, other, payroll, PAY_AFTER),
+            lambda: (
+                planned_past(other, payroll, PAY_AFTER)
+                and other.logged("plan.pass") > passes_before
+            ),
             timeout=60,
             what=lambda: f"{other.name} to plan the rewound payroll again: {log_tail(other)}",
         )
