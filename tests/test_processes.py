@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from django_jobs import store
 from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState, Schedule
 from tests.workerapp.models import Effect
 
@@ -36,10 +37,13 @@ def state_of(schedule: Schedule) -> Counter[str]:
 
 
 def test_three_replicas_complete_every_occurrence_exactly_once(start) -> None:
-    schedule = due_schedule("proc.effect", 300)
     replicas = [start(f"r{n}", concurrency=4) for n in range(3)]
     for replica in replicas:  # each has its signal handlers before it is told to stop
         replica.wait_logged("worker.started")
+    # The work comes due once all three serve, and wakes them together: due before, it could
+    # all be done by the first replica up before the others had started.
+    schedule = due_schedule("proc.effect", 300)
+    store.notify("tests.due")
 
     wait_until(lambda: state_of(schedule)["completed"] == 300, timeout=120, what="300 completions")
 
