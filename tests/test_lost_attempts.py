@@ -422,3 +422,30 @@ def test_a_stop_inside_an_outage_adds_no_line_to_the_spell(clock) -> None:
         for _ in range(4):
             try_store(write, patterns=(), outage=outage)
     assert [e["event"] for e in logs] == ["store.unavailable"]
+
+
+def test_a_give_back_skips_a_row_held_by_another_transaction_without_refusing_it(clock) -> None:
+    """The failover test's flake (CI dry run of issue #34): a run's outage give-back met its row
+    held for a moment by another statement (the lease keeper's renewal), and the skipped row
+    was reported as refused, so the worker took its own lease for lost and the lapse dead-
+    lettered a ``max_attempts=1`` run. A held row is neither accepted nor refused; a stale
+    token is refused; once the row is free the give-back is accepted."""
+    schedule = ScheduleFactory.create(job="tests.held", max_attempts=1)
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    (lease,) = claim("w", T0)
+    params = {**connection.get_connection_params()}
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+    with psycopg.connect(**params) as holder:
+        holder.execute(
+            "SELECT 1 FROM django_jobs_occurrence WHERE id = %s FOR UPDATE", [occurrence_id]
+        )
+        held = store.release([lease], now=T0, outcome=AttemptOutcome.OUTAGE)
+        holder.rollback()
+    assert (held.accepted, held.refused) == (frozenset(), frozenset())
+
+    stale = store.Lease(**{**lease.__dict__, "token": lease.token - 1})
+    assert store.release([stale], now=T0, outcome=AttemptOutcome.OUTAGE).refused == {occurrence_id}
+    freed = store.release([lease], now=T0, outcome=AttemptOutcome.OUTAGE)
+    assert freed.accepted == {occurrence_id}
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE]

@@ -68,9 +68,11 @@ def _fenced_write(
         **params,
     }
     statement = (FENCED_WRITES_ONE if one else FENCED_WRITES)[ends]
-    done = {row.id for row in _named_rows(statement, params)}
+    rows = _named_rows(statement, params)
+    done = {row.id for row in rows if row.accepted}
+    skipped = {row.id for row in rows if not row.accepted}  # locked: neither
     ids = {lease.occurrence_id for lease in leases}
-    return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done))
+    return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done - skipped))
 
 
 def complete(leases: Sequence[Lease], *, now: datetime, result: Any = None) -> WriteResult:

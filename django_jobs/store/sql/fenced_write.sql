@@ -36,7 +36,12 @@ ended AS (
 -- (services.with_recovery_points), and the overlap guard of a skip/queue schedule is left
 -- pointing at this occurrence: a claim passes it once that occurrence is no longer
 -- processing (claims.sql, ``due``), so clearing it would cost a schedule row version.
-SELECT id FROM done
+SELECT id, true AS accepted FROM done
+UNION ALL
+-- The rows skipped because another transaction held them: neither accepted nor refused.
+SELECT input.id, false FROM input
+WHERE %(skip_locked)s AND input.id NOT IN (SELECT id FROM free)
+  AND EXISTS (SELECT 1 FROM {occurrence} o WHERE o.id = input.id)
 
 -- name: fenced_write_one
 -- The same for one lease (a run thread's own outcome, run.atomic()'s completion), without
@@ -59,4 +64,4 @@ ended AS (
     WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
       AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
 )
-SELECT id FROM done
+SELECT id, true AS accepted FROM done
