@@ -389,12 +389,13 @@ def _give_back(
         # completer's batch) is skipped, neither accepted nor refused: try again, briefly. A
         # handler still inside its own run.atomic() holds it for longer: then, as before, the
         # give-back counts as refused and the lease is left to lapse.
-        for _ in range(LOCKED_ROW_TRIES):
+        for tried in range(LOCKED_ROW_TRIES):
+            if tried:
+                ctx.stop_writing.wait(LOCKED_ROW_WAIT_SECONDS)
+                now = ctx.clock.now()
             result = store.release([lease], now=now, outcome=why.attempt)
             if result.accepted or result.refused:
                 break
-            ctx.stop_writing.wait(LOCKED_ROW_WAIT_SECONDS)
-            now = ctx.clock.now()
         released = bool(result.accepted)
         if released:
             store.notify("release")
