@@ -68,7 +68,7 @@ def _framework() -> tuple[str, dict[str, Any]]:
         return root, {**found, "normalize_json": normalize}
     raise ImproperlyConfigured(
         "django_jobs.tasks.JobsBackend needs Django's Tasks framework: Django 6 "
-        "(django.tasks), or on Django 5.2 the backport: pip install 'django-jobs[tasks]'"
+        "(django.tasks), or on Django 5.2 the backport: pip install 'django-fenced-jobs[tasks]'"
     )
 
 
