@@ -58,6 +58,9 @@ REDACT_PATTERNS           ()       extra regular expressions whose matches are r
                                    of the defaults (URL credentials, password=/token=
                                    pairs, Authorization headers, common token shapes); a
                                    named group ``secret`` limits it to that group
+CLI_ACTOR                 None     the Django username ``manage.py jobs`` acts as (and
+                                   audits) when ``--actor`` is not given; without it,
+                                   the user named as the OS user running the command
 CLI_ACTOR_RULES           ()       what ``manage.py jobs --actor U`` must satisfy besides
                                    naming a user: ``"os_user"`` (U is the name of the
                                    OS user running the command), ``"no_superuser"`` (U
@@ -119,6 +122,7 @@ class JobsSettings:
     REDACT_PATTERNS: tuple[str, ...] = ()
     COMMANDS: tuple[str, ...] = ()
     APPROVED_PORTS: tuple[str, ...] = ()
+    CLI_ACTOR: str | None = None
     CLI_ACTOR_RULES: tuple[str, ...] = ()
     METRICS_TOKEN: str | None = None
     METRICS_WINDOW_SECONDS: float = 300
@@ -200,6 +204,7 @@ def get_settings() -> JobsSettings:
     commands = _dotted_paths("COMMANDS", raw.pop("COMMANDS", ()))
     ports = _dotted_paths("APPROVED_PORTS", raw.pop("APPROVED_PORTS", ()))
     cli_actor = _cli_actor_rules(raw.pop("CLI_ACTOR_RULES", ()))
+    cli_default_actor = _cli_actor(raw.pop("CLI_ACTOR", None))
     metrics_token = _metrics_token(raw.pop("METRICS_TOKEN", None))
     runtime_jobs = _job_names("RUNTIME_JOBS", raw.pop("RUNTIME_JOBS", ()))
     for key, value in raw.items():
@@ -231,6 +236,7 @@ def get_settings() -> JobsSettings:
         REDACT_PATTERNS=redact,
         COMMANDS=commands,
         APPROVED_PORTS=ports,
+        CLI_ACTOR=cli_default_actor,
         CLI_ACTOR_RULES=cli_actor,
         METRICS_TOKEN=metrics_token,
         RUNTIME_JOBS=runtime_jobs,
@@ -318,6 +324,18 @@ def _cli_actor_rules(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _cli_actor(value: Any) -> str | None:
+    """The username ``manage.py jobs`` acts as without ``--actor``."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise ConfigurationError(
+            f"DJANGO_JOBS['CLI_ACTOR'] must be a Django username such as 'ops', or None, "
+            f"got {value!r}"
+        )
+    return value
+
+
 # A metrics token is compared in constant time; too short a one could still be guessed.
 METRICS_TOKEN_MIN_CHARS = 32
 
@@ -370,6 +388,13 @@ def database_vendor() -> str:
     from django.db import connection
 
     return connection.vendor
+
+
+def database_engine() -> str:
+    """The configured ENGINE of ``DATABASES['default']``, read without connecting (check
+    E001 refuses anything but PostgreSQL before a command touches the database)."""
+    default = (getattr(django_settings, "DATABASES", None) or {}).get("default") or {}
+    return str(default.get("ENGINE") or "django.db.backends.dummy")
 
 
 def use_tz() -> bool:

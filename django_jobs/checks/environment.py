@@ -6,27 +6,34 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, register
+from django.core.exceptions import ImproperlyConfigured
 
 from .. import clock, conf
 from ..exceptions import ConfigurationError
 from ..signals import on_dead_hook
 
 
-@register(Tags.database, deploy=False)
-def check_database(
-    app_configs: Any = None, databases: Any = None, **kwargs: Any
-) -> list[CheckMessage]:
-    """E001: the store is PostgreSQL only (leases need SKIP LOCKED and transactional DDL)."""
-    if not databases or "default" not in databases:
-        return []
-    vendor = conf.database_vendor()
+@register()
+def check_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E001: the store is PostgreSQL only (leases need SKIP LOCKED and transactional DDL).
+
+    Read from the configured ENGINE and its backend's vendor, without connecting, and run by
+    every ``manage.py check`` and by the automatic checks of ``runworker`` and ``jobs``: a
+    replica on SQLite is refused at start, not left waiting out a "store outage"."""
+    engine = conf.database_engine()
+    try:
+        vendor = conf.database_vendor()
+    except ImproperlyConfigured as exc:  # a backend that does not import
+        vendor = f"not loadable ({exc})"
     if vendor == "postgresql":
         return []
     return [
         Error(
-            f"The default database is {vendor}; django_jobs stores leases in PostgreSQL only.",
-            hint="Point DATABASES['default'] (or DATABASE_URL) at PostgreSQL 14 or newer.",
+            f"DATABASES['default'] uses ENGINE {engine!r} (vendor {vendor}); django_jobs "
+            "stores leases in PostgreSQL only.",
+            hint="Point DATABASES['default'] (or DATABASE_URL) at PostgreSQL 14 or newer "
+            "(ENGINE 'django.db.backends.postgresql').",
             id="django_jobs.E001",
         )
     ]
