@@ -139,9 +139,9 @@ def test_a_bad_cron_in_the_form_is_refused_with_the_declarations_message(page, s
     fill_schedule_form(page, **{**BASIC, "job": "billing.send_statements", "cron": "61 * * * *"})
     page.click("input[name=jobs-save]")
     error = page.inner_text(".field-cron .errorlist")
-    assert (
-        error
-        == "schedule 'acme.browser-made': timing.cron: '61 * * * *' is not a valid cron expression"
+    assert error == (
+        "schedule 'acme.browser-made': timing.cron: '61 * * * *' is not a valid cron "
+        "expression: cron field 'minute' is '61': must be 0-59"
     )
     page.screenshot(path=str(SHOTS / "admin-schedule-refused.png"), full_page=True)
     assert not Schedule.objects.filter(key="acme.browser-made").exists()

@@ -94,7 +94,11 @@ def test_e014_job_that_no_handler_registered() -> None:
 def test_e015_invalid_cron_expression() -> None:
     record("bad-cron", timing_kind="cron", cron="61 * * * *", interval=None)
     assert db_messages() == [
-        ("django_jobs.E015", "Schedule 'bad-cron': '61 * * * *' is not a valid cron expression.")
+        (
+            "django_jobs.E015",
+            "Schedule 'bad-cron': '61 * * * *' is not a valid cron expression: cron field "
+            "'minute' is '61': must be 0-59.",
+        )
     ]
 
 

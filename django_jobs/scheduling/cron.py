@@ -48,13 +48,34 @@ def normalise(expr: str) -> str:
     if len(text) > MAX_LENGTH:
         raise InvalidCron(f"a cron expression must be at most {MAX_LENGTH} characters")
     if not croniter.is_valid(text):
-        raise InvalidCron(f"{expr!r} is not a valid cron expression")
+        raise InvalidCron(f"{expr!r} is not a valid cron expression{_bad_field(text)}")
     try:
         # A naive wall time on purpose: croniter's zone handling is never used.
         croniter(text, datetime(2000, 1, 1)).get_next(datetime)  # noqa: DTZ001
     except (CroniterBadDateError, CroniterBadCronError):
         raise InvalidCron(f"{expr!r} never matches a date") from None
     return text
+
+
+# The five fields in order: the name an error gives each, and the values it takes.
+FIELDS = (
+    ("minute", "0-59"),
+    ("hour", "0-23"),
+    ("day-of-month", "1-31"),
+    ("month", "1-12 or jan-dec"),
+    ("day-of-week", "0-7 or sun-sat"),
+)
+
+
+def _bad_field(text: str) -> str:
+    """``: cron field 'minute' is '61': must be 0-59`` for the first field that is invalid on
+    its own (the others ``*``); nothing when only the combination is."""
+    values = text.split(" ")
+    for index, (name, allowed) in enumerate(FIELDS):
+        alone = " ".join(value if i == index else "*" for i, value in enumerate(values))
+        if not croniter.is_valid(alone):
+            return f": cron field {name!r} is {values[index]!r}: must be {allowed}"
+    return ""
 
 
 def wall_times(expr: str, after: datetime, until: datetime) -> Iterator[datetime]:
