@@ -16,11 +16,15 @@ class DjangoJobsConfig(AppConfig):
         from django.utils.module_loading import autodiscover_modules
 
         from . import checks  # noqa: F401  (registers the system checks)
+        from .discovery import discover_schedules
 
         # Each installed app's jobs.py registers its handlers with @job; its schedules.py
         # declares the schedules that trigger them, apart from the behaviour.
+        # A jobs.py that fails to import fails the process, as Django's own discovery does;
+        # a schedules.py that fails is kept and reported by check E033 (``discovery``), so
+        # the website starts while runworker, jobs and every sync refuse the partial set.
         autodiscover_modules("jobs")
-        autodiscover_modules("schedules")
+        discover_schedules()
 
         from .conf import tasks_backends
         from .exceptions import ConfigurationError

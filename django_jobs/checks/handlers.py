@@ -8,16 +8,21 @@ handler's source cannot be read at all."""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+import sys
 from datetime import date
 from typing import Any
 
-from django.core.checks import CheckMessage, Info, Warning, register
+from django.core.checks import CheckMessage, Error, Info, Warning, register
 
 from .. import conf, conventions, source_rules
 from ..declarations import Declaration, declared
 from ..exceptions import ConfigurationError
 from ..registry import RULES, Departure, JobHandler, registry
+from ..suggest import did_you_mean
 from .environment import current_date
+from .schedules import declared_obj
 
 
 def _reach() -> source_rules.Reach | None:
@@ -25,6 +30,11 @@ def _reach() -> source_rules.Reach | None:
         return conventions.reach(conf.get_settings())
     except ConfigurationError:
         return None  # E003 reports the bad setting
+
+
+def _obj(handler: JobHandler) -> str:
+    """What a check message about a handler names first (Django prints ``str(obj)``)."""
+    return f"job {handler.name!r}"
 
 
 def _where(handler: JobHandler) -> str:
@@ -59,7 +69,7 @@ def check_job_handlers(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
                     hint="Move the writes, HTTP calls and clock reads into the command the handler "
                     "dispatches, or record a departure: @job(..., departure=Departure(reason=, "
                     "review_by=)).",
-                    obj=handler.func,
+                    obj=_obj(handler),
                     id="django_jobs.W020",
                 )
             )
@@ -75,7 +85,7 @@ def _unreadable(handler: JobHandler, code: source_rules.Unreadable) -> CheckMess
         "partial, bound method, callable object or functools.wraps wrapper of one: those are "
         "read through to it. Or record a departure: @job(..., departure=Departure(reason=, "
         "review_by=)).",
-        obj=handler.func,
+        obj=_obj(handler),
         id="django_jobs.W025",
     )
 
@@ -86,13 +96,13 @@ def _departed(handler: JobHandler, departure: Departure, detail: str, today: dat
             f"{_where(handler)}: the departure recorded for it was due for review on "
             f"{departure.review_by} ({departure.reason}).",
             hint="Review it: remove the departure or set a new review_by.",
-            obj=handler.func,
+            obj=_obj(handler),
             id="django_jobs.W022",
         )
     return Info(
         f"{_where(handler)} departs from the job rules ({detail}) under a recorded departure "
         f"until {departure.review_by}: {departure.reason}",
-        obj=handler.func,
+        obj=_obj(handler),
         id="django_jobs.I021",
     )
 
@@ -126,10 +136,79 @@ def check_conventions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     for handler in handlers:
         for departure in handler.departures:
             if departure.rule in ("placement", "scope"):
-                found.append(_departure_message(f"Job {handler.name!r}", departure, today))
+                found.append(
+                    _departure_message(f"Job {handler.name!r}", departure, today, _obj(handler))
+                )
     for declaration in declared.all():
         found += _separation_problems(declaration, today)
     return found
+
+
+@register()
+def check_dispatch_paths(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E034: a ``COMMANDS`` or ``APPROVED_PORTS`` entry that does not import, named with its
+    import error (W024 would otherwise blame every handler for not dispatching it)."""
+    try:
+        settings = conf.get_settings()
+    except ConfigurationError:
+        return []  # E003 reports the bad setting
+    found: list[CheckMessage] = []
+    for key, paths in (
+        ("COMMANDS", settings.COMMANDS),
+        ("APPROVED_PORTS", settings.APPROVED_PORTS),
+    ):
+        for path in paths:
+            problem = _import_problem(path)
+            if problem is not None:
+                found.append(
+                    Error(
+                        f"DJANGO_JOBS['{key}'] entry {path!r} does not import: {problem}.",
+                        hint="Correct the entry to the dotted path of a module or callable of "
+                        "your project, or fix the module; until then W024 cannot see a handler "
+                        "dispatch it.",
+                        obj=f"DJANGO_JOBS['{key}'] {path!r}",
+                        id="django_jobs.E034",
+                    )
+                )
+    return found
+
+
+def _import_problem(path: str) -> str | None:
+    """Why ``path`` (a module, or a module's attribute) does not import; None if it does."""
+    try:
+        importlib.import_module(path)
+        return None
+    except ModuleNotFoundError as exc:
+        if exc.name != path:  # the module exists and its own imports fail
+            return _described(exc)
+    except Exception as exc:
+        return _described(exc)
+    module_path, _, attr = path.rpartition(".")
+    if not module_path:
+        top = {name for name in sys.modules if "." not in name}
+        return f"no module named {path!r}{did_you_mean(path, top)}"
+    try:
+        module = importlib.import_module(module_path)
+    except Exception as exc:
+        return _described(exc)
+    if not hasattr(module, attr):
+        return (
+            f"no module named {path!r}, and module {module_path!r} has no attribute {attr!r}"
+            f"{did_you_mean(attr, _names_in(module))}"
+        )
+    return None
+
+
+def _names_in(module: Any) -> set[str]:
+    """The public names of ``module``, and its submodules when it is a package."""
+    names = {name for name in vars(module) if not name.startswith("_")}
+    if hasattr(module, "__path__"):
+        names |= {info.name for info in pkgutil.iter_modules(module.__path__)}
+    return names
+
+
+def _described(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip() or '(no message)'}"
 
 
 def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[CheckMessage]:
@@ -143,7 +222,7 @@ def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[
     if not report.dispatches:
         departure = handler.departure_from("handler")
         if departure is not None:
-            found.append(_departure_message(where, departure, today))
+            found.append(_departure_message(where, departure, today, _obj(handler)))
         else:
             found.append(
                 Warning(
@@ -151,7 +230,7 @@ def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[
                     hint="Dispatch one of DJANGO_JOBS['COMMANDS'] or ['APPROVED_PORTS'] (add "
                     "the module that holds the behaviour there), or record a departure: "
                     "@job(..., departure=Departure(reason=, review_by=)).",
-                    obj=handler.func,
+                    obj=_obj(handler),
                     id="django_jobs.W024",
                 )
             )
@@ -164,7 +243,7 @@ def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[
                 f"{', '.join(d.path for d in report.commands)}.",
                 hint="Move the handler to the jobs.py of the app that owns the command, or "
                 "record Departure(reason=, review_by=, rule='placement').",
-                obj=handler.func,
+                obj=_obj(handler),
                 id="django_jobs.W026",
             )
         )
@@ -174,7 +253,7 @@ def _dispatch_problems(handler: JobHandler, settings: Any, today: date) -> list[
 def _separation_problems(declaration: Declaration, today: date) -> list[CheckMessage]:
     where = f"Schedule {declaration.label!r}"
     if declaration.departure is not None:
-        return [_departure_message(where, declaration.departure, today)]
+        return [_departure_message(where, declaration.departure, today, declared_obj(declaration))]
     if not declaration.module or declaration.module.rpartition(".")[2] == "schedules":
         return []
     return [
@@ -183,23 +262,25 @@ def _separation_problems(declaration: Declaration, today: date) -> list[CheckMes
             "policy and behaviour change for different reasons.",
             hint="Move the schedule() call to the app's schedules.py, or record "
             "schedule(..., departure=Departure(reason=, review_by=, rule='separation')).",
-            obj=declaration,
+            obj=declared_obj(declaration),
             id="django_jobs.W027",
         )
     ]
 
 
-def _departure_message(where: str, departure: Departure, today: date) -> CheckMessage:
+def _departure_message(where: str, departure: Departure, today: date, obj: str) -> CheckMessage:
     rule = f"{RULES[departure.rule]} (rule {departure.rule!r})"
     if departure.review_by < today:
         return Warning(
             f"{where}: the departure from {rule} was due for review on {departure.review_by} "
             f"({departure.reason}).",
             hint="Review it: remove the departure or set a new review_by.",
+            obj=obj,
             id="django_jobs.W022",
         )
     return Info(
         f"{where} departs from {rule} under a recorded departure until "
         f"{departure.review_by}: {departure.reason}",
+        obj=obj,
         id="django_jobs.I029",
     )

@@ -12,12 +12,13 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.db.models import Count
 
-from .. import conf
+from .. import conf, discovery
 from ..declarations import Declaration, declared, local_time_gaps
 from ..registry import registry
 from ..scheduling import cron, rrules, timings, zones
 from ..scheduling.timings import InvalidTiming
 from ..spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec
+from ..suggest import did_you_mean
 from ..validation import draft_gaps, draft_overdue
 from .environment import current_date
 
@@ -34,17 +35,26 @@ def _record_problems(
     if record.timing_kind == "rrule":
         found += _rule_problems(record, name)
     found += _local_time_problems(record, name)
-    if record.job not in (jobs if jobs is not None else registry.names()):
+    known = jobs if jobs is not None else frozenset(registry.names())
+    if record.job not in known:
         found.append(
             Error(
                 f"{name}: no handler is registered for job {record.job!r}.",
                 obj=record.obj,
                 id="django_jobs.E014",
-                hint=f'Register one with @job("{record.job}") in the jobs.py of the '
-                "app that owns the behaviour.",
+                hint=_unknown_job_hint(record.job, known),
             )
         )
     return found + _keeping_problems(record, name, has_limit=has_limit)
+
+
+def _unknown_job_hint(job: str, known: frozenset[str]) -> str:
+    """Register the job, or, when a registered job's name is close, correct it."""
+    register = f'register one with @job("{job}") in the jobs.py of the app that owns the behaviour.'
+    close = did_you_mean(job, sorted(known))
+    if close:
+        return f"No job is registered as {job!r}{close}: correct job=, or {register}"
+    return register[0].upper() + register[1:]
 
 
 _OWNERS = ("operating_owner", "record_owner")
@@ -251,11 +261,17 @@ class _RecordView:
     spec: ScheduleSpec = field(default_factory=ScheduleSpec)
 
 
+def declared_obj(d: Declaration) -> str:
+    """What a check message about a declaration names first (Django prints ``str(obj)``
+    before the message): its key and module, not the declaration's long repr."""
+    return f"schedule {d.label!r} ({d.module})" if d.module else f"schedule {d.label!r}"
+
+
 def _view_of_declaration(d: Declaration) -> _RecordView:
     fields = d.timing.record_fields()  # the columns of the timing: all a view reads
     return _RecordView(
-        label=f"{d.tenant}/{d.key}" if d.tenant else d.key,
-        obj=d,
+        label=d.label,
+        obj=declared_obj(d),
         job=d.job,
         status=d.status,
         operating_owner=d.operating_owner,
@@ -325,6 +341,27 @@ def _spec_of_row(s: Any) -> ScheduleSpec:
         keep_last=NOT_GIVEN if limit is None else limit.keep_last,
         args=s.args,
     )
+
+
+@register()
+def check_schedules_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E033: an app's ``schedules`` module failed to import (``discovery``): its file and
+    line and, for an invalid declaration, the schedule's key and field."""
+    return [
+        Error(
+            f"{failure.summary}.",
+            obj=f"{failure.module} ({failure.where})",
+            id="django_jobs.E033",
+            hint=_E033_HINT,
+        )
+        for failure in discovery.failures()
+    ]
+
+
+_E033_HINT = (
+    "Correct the module at that line. Until it imports, runworker and manage.py jobs refuse to "
+    "start, and no sync runs (it would retire the schedules the module declares)."
+)
 
 
 @register()

@@ -31,7 +31,7 @@ from typing import Any
 
 from django.db import transaction
 
-from .. import audit, runbooks, store
+from .. import audit, discovery, runbooks, store
 from ..clock import ensure_aware_utc
 from ..declarations import Declaration
 from ..exceptions import UnknownJob
@@ -140,6 +140,9 @@ def _run(
     declarations: list[Declaration], *, now: datetime, actor: str, by: str, only_if_changed: bool
 ) -> SyncReport:
     started = time.monotonic()
+    # A schedules module that failed to import left the set partial: syncing it would retire
+    # what that module declares (check E033 says which).
+    discovery.refuse_partial_set()
     now = ensure_aware_utc(now, name="now")
     sync = _Sync(now, actor, by, fingerprint(declarations), len(declarations))
     if only_if_changed and synced(sync.fingerprint):

@@ -14,6 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import clock
 from ...cli.startup import StartupSync
 from ...declarations import declared
+from ...discovery import refuse_partial_set
+from ...exceptions import ConfigurationError
 from ...metrics import serve_worker_metrics
 from ...services import SyncReport, sync_schedules
 from ...worker.loop import Worker
@@ -67,6 +69,10 @@ class Command(BaseCommand):
         self.stdout.flush()
 
     def handle(self, *args: Any, **options: Any) -> None:
+        try:  # check E033 refuses it first, unless the checks were skipped
+            refuse_partial_set()
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from None
         worker = Worker(
             replica_id=options["replica_id"],
             clock=self.make_clock(),
