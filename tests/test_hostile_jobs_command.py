@@ -132,14 +132,15 @@ def test_an_occurrence_of_another_tenant_is_not_found(acme_ops, occurrences) -> 
         ["enable", *ACME, *ACTOR],
         ["run-now", *ACME, *ACTOR],
         ["replay", "x", *ACTOR],
-        ["disable", *ACME, "--reason", "x"],  # no --actor
+        # no --actor, no CLI_ACTOR and no user named as the OS user: says what to do
+        ["disable", *ACME, "--reason", "x"],
         ["disable", "--tenant", "acme", *ACTOR, "--reason", "x"],  # no KEY
         ["frobnicate"],
     ],
 )
 def test_missing_arguments_exit_non_zero(acme_ops, occurrences, args) -> None:
     before = snapshot()
-    with pytest.raises(CommandError, match=r"required|invalid choice|the following"):
+    with pytest.raises(CommandError, match=r"required|invalid choice|the following|no --actor"):
         jobs(*args)
     assert snapshot() == before
 

@@ -15,7 +15,8 @@ from ..validation import REASON_MAX_CHARS, json_text, text_problem
 
 ACTOR_HELP = (
     "your Django username: its permissions apply and it is audited (self-asserted unless "
-    "DJANGO_JOBS['CLI_ACTOR_RULES'] pins it)"
+    "DJANGO_JOBS['CLI_ACTOR_RULES'] pins it); default: DJANGO_JOBS['CLI_ACTOR'], else the "
+    "user named as the OS user running the command"
 )
 REASON_HELP = "why (kept in the audit record)"
 
@@ -127,7 +128,7 @@ def _operator(
     if key:
         p.add_argument("key", help="the schedule key")
         p.add_argument("--tenant", default="", help="the schedule's tenant")
-    p.add_argument("--actor", required=True, help=ACTOR_HELP)
+    p.add_argument("--actor", default=None, help=ACTOR_HELP)
     if reason:
         p.add_argument("--reason", required=True, help=REASON_HELP)
     if json:
@@ -155,7 +156,7 @@ def _add_replay(sub: Any) -> None:
         help="an instant of the schedule, ISO 8601 with its offset (2026-12-01T09:00Z)",
     )
     replay.add_argument("--tenant", default="", help="the schedule's tenant (with --at)")
-    replay.add_argument("--actor", required=True, help=ACTOR_HELP)
+    replay.add_argument("--actor", default=None, help=ACTOR_HELP)
     replay.add_argument("--reason", required=True, help=REASON_HELP)
     replay.add_argument("--json", action="store_true", help="print JSON for scripts")
 

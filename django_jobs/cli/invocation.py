@@ -1,5 +1,9 @@
 """One run of ``manage.py jobs``: its options, its output, and who runs it (``--actor``).
 
+Without ``--actor``, the command acts as ``DJANGO_JOBS["CLI_ACTOR"]``, else as the Django user
+whose username is the OS user's name (audited as that user either way); with neither, it says
+what to do.
+
 ``--actor`` is self-asserted: whoever can run ``manage.py`` holds the database credentials and
 is trusted in full. ``DJANGO_JOBS["CLI_ACTOR_RULES"]`` narrows whom it may name (the OS user's
 own name, no superuser), so the audit trail says who ran the command, not merely who they
@@ -20,7 +24,9 @@ from django.core.management.base import CommandError, OutputWrapper
 
 from .. import services
 from ..conf import get_settings
+from ..exceptions import JobsError
 from ..models import Schedule
+from ..suggest import did_you_mean
 
 
 @dataclass
@@ -36,29 +42,38 @@ class Invocation:
         self.stdout.write(json.dumps(data, indent=2, default=str) if as_json else text)
 
     def actor(self) -> Any:
-        """The user ``--actor`` names, once ``CLI_ACTOR_RULES`` accept them."""
-        username = self.options["actor"]
-        rules = get_settings().CLI_ACTOR_RULES
+        """The user ``--actor`` names, else ``DJANGO_JOBS["CLI_ACTOR"]``, else the user named
+        as the OS user running the command; once ``CLI_ACTOR_RULES`` accept them."""
+        settings = get_settings()
+        username, given_as = _actor_name(self.options.get("actor"), settings.CLI_ACTOR)
+        rules = settings.CLI_ACTOR_RULES
         if "os_user" in rules:
-            _need_os_user(username)
+            _need_os_user(username, given_as)
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise CommandError(f"--actor {username!r} is not a user of this project")
+            raise CommandError(f"{given_as} {username!r} is not a user of this project")
         if "no_superuser" in rules and user.is_superuser:
             raise CommandError(
-                f"--actor {username!r} is a superuser, and DJANGO_JOBS['CLI_ACTOR_RULES'] "
+                f"{given_as} {username!r} is a superuser, and DJANGO_JOBS['CLI_ACTOR_RULES'] "
                 "refuses superusers on the command line: act as a user with the permissions "
                 "the action needs"
             )
         return user
 
     def schedule(self, actor: Any, *, key: str | None = None) -> Schedule:
-        """The schedule of ``--tenant`` and KEY (or ``key``), if ``actor`` may see it."""
-        return services.find_schedule(
-            actor=actor,
-            tenant=self.options["tenant"],
-            key=self.options["key"] if key is None else key,
-        )
+        """The schedule of ``--tenant`` and KEY (or ``key``), if ``actor`` may see it; a
+        schedule it may see whose key is close is named when there is none."""
+        tenant, key = self.options["tenant"], self.options["key"] if key is None else key
+        try:
+            return services.find_schedule(actor=actor, tenant=tenant, key=key)
+        except JobsError as exc:
+            keys = services.visible_schedules(actor=actor, tenant=tenant).values_list(
+                "key", flat=True
+            )
+            close = did_you_mean(key, keys.iterator())
+            if not close:
+                raise
+            raise JobsError(f"{exc}{close}") from None
 
 
 def os_user() -> str:
@@ -76,13 +91,40 @@ def os_user() -> str:
         ) from None
 
 
-def _need_os_user(username: str) -> None:
+def _need_os_user(username: str, given_as: str = "--actor") -> None:
     """``CLI_ACTOR_RULES`` ``"os_user"``: the actor is the OS user running the command, so an
     operator cannot act, and be audited, under a colleague's name."""
     os_name = os_user()
     if username != os_name:
         raise CommandError(
-            f"--actor {username!r} is not the OS user running this command ({os_name!r}), and "
-            "DJANGO_JOBS['CLI_ACTOR_RULES'] requires it: run it as that user, or act as "
+            f"{given_as} {username!r} is not the OS user running this command ({os_name!r}), "
+            "and DJANGO_JOBS['CLI_ACTOR_RULES'] requires it: run it as that user, or act as "
             f"{os_name!r}"
         )
+
+
+def _actor_name(given: str | None, configured: str | None) -> tuple[str, str]:
+    """Who the command acts as, and how it was named (for the messages): ``--actor``, else
+    ``DJANGO_JOBS['CLI_ACTOR']``, else the OS user, if a Django user has that name."""
+    if given:
+        return given, "--actor"
+    if configured:
+        return configured, "DJANGO_JOBS['CLI_ACTOR']"
+    try:
+        os_name: str | None = os_user()
+    except CommandError:  # a uid without a passwd entry has no name to default to
+        os_name = None
+    if os_name and get_user_model().objects.filter(username=os_name).exists():
+        return os_name, "the OS user"
+    if os_name is None:
+        raise CommandError(
+            "no --actor given, and DJANGO_JOBS['CLI_ACTOR'] is not set (this command's uid "
+            f"{os.geteuid()} has no OS user name to default to): pass --actor <username>, or "
+            "set DJANGO_JOBS['CLI_ACTOR'] to a Django username"
+        )
+    raise CommandError(
+        "no --actor given, DJANGO_JOBS['CLI_ACTOR'] is not set, and no Django user is named "
+        f"{os_name!r} (the OS user running this command): pass --actor <username>, set "
+        "DJANGO_JOBS['CLI_ACTOR'] to a Django username, or create a Django user named "
+        f"{os_name!r}"
+    )
