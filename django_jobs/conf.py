@@ -77,6 +77,14 @@ RUNTIME_JOBS              ()       names of jobs offered at run time besides tho
                                    ``@job(..., runtime=True)``: run-time schedules and
                                    run-now arguments may name only these (the Tasks
                                    backend's jobs never, even if listed)
+DEFAULTS                  {}       the record defaults: ``schedule()`` fields a declaration
+                                   may leave out (``operating_owner``, ``record_owner``,
+                                   ``status``, ``retention``, ``decider``, ``max_delay``,
+                                   ``misfire``, ``max_catchup``, ``overlap``, ``retry``,
+                                   ``timeout``, ``priority``), and the policies of
+                                   ``@job`` (``retry``, ``timeout``, ``retention``,
+                                   ``priority``; ``operating_owner`` as its ``owner``);
+                                   read when the declaration is made
 ========================  =======  =====================================================
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
@@ -91,7 +99,7 @@ Keys and tenants hold no ``*``, so ``*`` is accepted only as ``"*"`` and ``"<ten
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
@@ -127,6 +135,7 @@ class JobsSettings:
     METRICS_TOKEN: str | None = None
     METRICS_WINDOW_SECONDS: float = 300
     RUNTIME_JOBS: tuple[str, ...] = ()
+    DEFAULTS: dict[str, Any] = field(default_factory=dict)
 
     @property
     def paused_all(self) -> bool:
@@ -185,8 +194,11 @@ def get_settings() -> JobsSettings:
     known = {f.name: f.type for f in fields(JobsSettings)}
     unknown = sorted(set(raw) - set(known))
     if unknown:
+        from .suggest import did_you_mean
+
+        named = ", ".join(f"{key}{did_you_mean(key, known)}" for key in unknown)
         raise ConfigurationError(
-            f"DJANGO_JOBS has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(known)}"
+            f"DJANGO_JOBS has unknown key(s) {named}; known keys: {', '.join(known)}"
         )
     paused = _paused_schedules(raw.pop("PAUSED_SCHEDULES", ()))
     audit_log = raw.pop("AUDIT_LOG", None)
@@ -207,6 +219,7 @@ def get_settings() -> JobsSettings:
     cli_default_actor = _cli_actor(raw.pop("CLI_ACTOR", None))
     metrics_token = _metrics_token(raw.pop("METRICS_TOKEN", None))
     runtime_jobs = _job_names("RUNTIME_JOBS", raw.pop("RUNTIME_JOBS", ()))
+    defaults = _defaults(raw.pop("DEFAULTS", {}))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -240,7 +253,19 @@ def get_settings() -> JobsSettings:
         CLI_ACTOR_RULES=cli_actor,
         METRICS_TOKEN=metrics_token,
         RUNTIME_JOBS=runtime_jobs,
+        DEFAULTS=defaults,
     )
+
+
+def _defaults(value: Any) -> dict[str, Any]:
+    """The record defaults, each field checked by the rule its record column has
+    (``spec.defaults_problems``)."""
+    from .spec import defaults_problems
+
+    for name, message in defaults_problems(value)[:1]:
+        where = f"['{name}']" if name else ""
+        raise ConfigurationError(f"DJANGO_JOBS['DEFAULTS']{where}: {message}")
+    return dict(value)
 
 
 def _paused_schedules(value: Any) -> tuple[str, ...]:

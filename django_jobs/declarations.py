@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from . import conf
 from .exceptions import ConfigurationError
-from .registry import Departure
+from .registry import Departure, registry
 from .scheduling.policies import Misfire, Overlap, Retry
 from .scheduling.timings import Timing
 from .spec import KEY_PATTERN as KEY_PATTERN
-from .spec import RETRY_FIELDS, ScheduleSpec
+from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
 from .spec import STATUSES as STATUSES
 from .spec import TENANT_PATTERN as TENANT_PATTERN
 from .validation import arguments
@@ -181,7 +182,13 @@ def _first_problem(d: Declaration, args: object) -> tuple[str, str] | None:
             f"in a schedules module, got {d.departure!r}",
         )
     problems = d.problems(args=args)
-    return problems[0] if problems else None
+    if problems:
+        return problems[0]
+    if d.job in registry.names():  # its handler is registered: its parameters take the args
+        unfit = registry.get(d.job).parameters.problem(d.args)
+        if unfit is not None:
+            return ("args", unfit)
+    return None
 
 
 def schedule(
@@ -189,30 +196,61 @@ def schedule(
     *,
     job: str,
     timing: Timing,
-    operating_owner: str,
-    record_owner: str,
-    status: str,
-    retention: timedelta | int,
+    operating_owner: str = NOT_GIVEN,
+    record_owner: str = NOT_GIVEN,
+    status: str = NOT_GIVEN,
+    retention: timedelta | int = NOT_GIVEN,
     tenant: str = "",
-    max_delay: timedelta = timedelta(minutes=5),
-    misfire: Misfire | str = Misfire.SKIP,
-    max_catchup: int = 100,
-    overlap: Overlap | str = Overlap.SKIP,
+    max_delay: timedelta = NOT_GIVEN,
+    misfire: Misfire | str = NOT_GIVEN,
+    max_catchup: int = NOT_GIVEN,
+    overlap: Overlap | str = NOT_GIVEN,
     retry: Retry | None = None,
-    timeout: timedelta = timedelta(minutes=15),
-    decider: str = "",
+    timeout: timedelta = NOT_GIVEN,
+    decider: str = NOT_GIVEN,
     decide_by: dt.date | None = None,
     args: dict[str, Any] | None = None,
-    priority: int = 0,
+    priority: int = NOT_GIVEN,
     register: bool = True,
     departure: Departure | None = None,
 ) -> Declaration:
     """Declare a schedule record; see docs/schedules.md for every field and its default.
 
-    Raises ``InvalidSchedule`` naming the schedule and the first invalid field. With
-    ``register`` (the default, for ``schedules.py`` modules) the declaration is added to the
-    set that ``manage.py jobs sync`` writes.
+    A field left out is taken from ``DJANGO_JOBS["DEFAULTS"]``, then from the built-in
+    default; the owners, the status and the retention have none built in. Raises
+    ``InvalidSchedule`` naming the schedule and the first invalid field, or every required
+    field that neither the declaration nor the defaults give. With ``register`` (the default,
+    for ``schedules.py`` modules) the declaration is added to the set that ``manage.py jobs
+    sync`` writes.
     """
+    given, missing = completed(
+        {
+            "operating_owner": operating_owner,
+            "record_owner": record_owner,
+            "status": status,
+            "retention": retention,
+            "decider": decider,
+            "max_delay": max_delay,
+            "misfire": misfire,
+            "max_catchup": max_catchup,
+            "overlap": overlap,
+            "retry": NOT_GIVEN if retry is None else retry,
+            "timeout": timeout,
+            "priority": priority,
+        },
+        conf.get_settings().DEFAULTS,
+    )
+    if missing:
+        raise InvalidSchedule(
+            key,
+            ", ".join(missing),
+            "not given, and DJANGO_JOBS['DEFAULTS'] gives no default for "
+            f"{'it' if len(missing) == 1 else 'them'}: pass "
+            f"{', '.join(f'{name}=' for name in missing)} to schedule(...) or set them in "
+            "DJANGO_JOBS['DEFAULTS'] (docs/schedules.md, Record defaults)",
+        )
+    fields = {name: value for name, value in given.items() if value is not NOT_GIVEN}
+    misfire, overlap = fields.get("misfire", Misfire.SKIP), fields.get("overlap", Overlap.SKIP)
     # An unknown policy value stays as given and is reported below with the other problems.
     with contextlib.suppress(ValueError):
         misfire = Misfire(misfire)
@@ -223,21 +261,21 @@ def schedule(
         key=key,
         job=job,
         timing=timing,
-        operating_owner=operating_owner,
-        record_owner=record_owner,
-        status=status,
-        retention=retention,
+        operating_owner=fields["operating_owner"],
+        record_owner=fields["record_owner"],
+        status=fields["status"],
+        retention=fields["retention"],
         tenant=tenant,
-        max_delay=max_delay,
+        max_delay=fields.get("max_delay", Declaration.max_delay),
         misfire=misfire,  # type: ignore[arg-type]
-        max_catchup=max_catchup,
+        max_catchup=fields.get("max_catchup", Declaration.max_catchup),
         overlap=overlap,  # type: ignore[arg-type]
-        retry=retry if retry is not None else Retry(),
-        timeout=timeout,
-        decider=decider,
+        retry=fields["retry"] if "retry" in fields else Retry(),
+        timeout=fields.get("timeout", Declaration.timeout),
+        decider=fields.get("decider", Declaration.decider),
         decide_by=decide_by,
         args=kept_args if kept_args is not None else {},
-        priority=priority,
+        priority=fields.get("priority", Declaration.priority),
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )

@@ -15,18 +15,18 @@ import datetime as dt
 import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from . import conf
 from .exceptions import ConfigurationError, UnknownJob
+from .parameters import Parameters
 from .scheduling.policies import MAX_DURATION, Retry
 from .spec import MAX_KEEP_LAST as MAX_KEEP_LAST  # re-exported, where it was defined
-from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec
+from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
+from .suggest import did_you_mean
 
-if TYPE_CHECKING:
-    from .worker.run import Run
-
-Handler = Callable[["Run"], object]
+# A handler takes its run, its arguments by name, or both (``parameters``).
+Handler = Callable[..., object]
 H = TypeVar("H", bound=Handler)
 
 
@@ -132,6 +132,8 @@ class JobHandler:
     departures: tuple[Departure, ...] = ()
     policies: JobPolicies = field(default_factory=JobPolicies)
     runtime: bool = False  # offered at run time (``@job(..., runtime=True)``)
+    # What it takes: the run, the occurrence's arguments by name, or both (``parameters``).
+    parameters: Parameters = field(default_factory=Parameters)
 
     @property
     def module(self) -> str:
@@ -196,6 +198,7 @@ class Registry:
             departures=_departures(name, departure),
             policies=policies,
             runtime=runtime,
+            parameters=Parameters.of(name, func),
         )
         self._handlers[name] = handler
         return handler
@@ -208,7 +211,8 @@ class Registry:
             return self._handlers[name]
         except KeyError:
             raise UnknownJob(
-                f"no handler is registered for job {name!r}; register one with "
+                f"no handler is registered for job {name!r}"
+                f"{did_you_mean(name, self._handlers)}; register one with "
                 f'@job("{name}") in the jobs.py module of the app that owns it'
             ) from None
 
@@ -277,10 +281,10 @@ def job(
     *,
     departure: Departure | Sequence[Departure] | None = None,
     retry: Retry | None = None,
-    timeout: dt.timedelta = dt.timedelta(minutes=15),
-    retention: dt.timedelta | int = dt.timedelta(days=7),
+    timeout: dt.timedelta = NOT_GIVEN,
+    retention: dt.timedelta | int = NOT_GIVEN,
     max_delay: dt.timedelta | None = None,
-    priority: int = 0,
+    priority: int = NOT_GIVEN,
     owner: str = "",
     runtime: bool = False,
 ) -> Callable[[H], H]:
@@ -290,16 +294,35 @@ def job(
     owns it; ``departure`` (one, or one per rule) records why one does not. ``retry``,
     ``timeout``, ``retention``, ``max_delay``, ``priority`` and ``owner`` are the policies of
     its enqueued work (``enqueue()``; ``JobPolicies``); a schedule's own are on the schedule.
-    ``runtime=True`` offers it at run time: to run-time schedules (``upsert_schedule``, the
-    console's form) and to an operator's run-now with arguments (see the module).
+    Those left out come from ``DJANGO_JOBS["DEFAULTS"]`` (``owner`` from its
+    ``operating_owner``; ``max_delay`` never: enqueued work is never too late unless its job
+    says so), then from ``JobPolicies``. ``runtime=True`` offers it at run time: to run-time
+    schedules (``upsert_schedule``, the console's form) and to an operator's run-now with
+    arguments (see the module).
     """
+    if callable(name):
+        raise ConfigurationError(
+            f"@job on {getattr(name, '__qualname__', name)!s} names no job: write "
+            f'@job("<app>.<job>") (the name schedules and enqueue() use), not a bare @job'
+        )
+    given, _ = completed(
+        {
+            "retry": NOT_GIVEN if retry is None else retry,
+            "timeout": timeout,
+            "retention": retention,
+            "priority": priority,
+            "operating_owner": owner or NOT_GIVEN,
+        },
+        conf.get_settings().DEFAULTS,
+    )
+    chosen = {k: v for k, v in given.items() if v is not NOT_GIVEN}
     policies = JobPolicies(
-        retry=retry or Retry(),
-        timeout=timeout,
-        retention=retention,
+        retry=chosen.get("retry", Retry()),
+        timeout=chosen.get("timeout", JobPolicies.timeout),
+        retention=chosen.get("retention", JobPolicies.retention),
         max_delay=max_delay,
-        priority=priority,
-        owner=owner,
+        priority=chosen.get("priority", JobPolicies.priority),
+        owner=chosen.get("operating_owner", ""),
     )
 
     def decorate(func: H) -> H:

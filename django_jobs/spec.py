@@ -302,3 +302,59 @@ def column_problem(column: str, value: object) -> str | None:
     their own, not the retention, timing or arguments), or None: for the planner's check of
     each row it plans, which builds no spec (``worker/planning.check_row``)."""
     return _RULE_OF[column](value)
+
+
+# Record defaults: ``DJANGO_JOBS["DEFAULTS"]`` completes what a declaration leaves out, so
+# ``schedule("orders.sync", job="orders.sync", timing=every(minutes=5))`` is a whole record.
+# These fields may be given there; a record's name, job, timing, tenant and arguments may not.
+DEFAULTABLE: Final = (
+    "operating_owner",
+    "record_owner",
+    "status",
+    "decider",
+    "retention",
+    "max_delay",
+    "misfire",
+    "max_catchup",
+    "overlap",
+    "retry",
+    "timeout",
+    "priority",
+)
+# What every record holds and nothing but the declaration or the project's defaults gives.
+REQUIRED: Final = ("operating_owner", "record_owner", "status", "retention")
+
+
+def defaults_problems(defaults: object) -> list[tuple[str, str]]:
+    """(field, message) for what ``DJANGO_JOBS["DEFAULTS"]`` may not hold: a field no default
+    may give, or a value the record's own rule refuses (a draft's decider and date are each
+    declaration's to give)."""
+    if not isinstance(defaults, dict) or not all(isinstance(k, str) for k in defaults):
+        return [("", f"must be a dict of schedule() fields, got {defaults!r}")]
+    unknown = sorted(set(defaults) - set(DEFAULTABLE))
+    if unknown:
+        from .suggest import did_you_mean
+
+        return [
+            (
+                name,
+                "is not a field a default may give"
+                + (did_you_mean(name, DEFAULTABLE) or f"; those are {', '.join(DEFAULTABLE)}"),
+            )
+            for name in unknown
+        ]
+    found = ScheduleSpec.of(**defaults).problems()
+    drafts = {"decider", "decide_by"} - set(defaults)
+    return [
+        (RETRY_FIELDS.get(name, name), message) for name, message in found if name not in drafts
+    ]
+
+
+def completed(given: dict[str, Any], defaults: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``given`` (a declaration's fields, ``NOT_GIVEN`` where left out) completed from
+    ``defaults``; and the ``REQUIRED`` fields neither gives, in that order."""
+    whole = {
+        name: defaults.get(name, NOT_GIVEN) if value is NOT_GIVEN else value
+        for name, value in given.items()
+    }
+    return whole, [name for name in REQUIRED if whole.get(name, NOT_GIVEN) is NOT_GIVEN]

@@ -263,8 +263,31 @@ class After(_Elapsed):
         return after(data["delay"])
 
 
-def every(interval: timedelta, *, anchor: datetime = EPOCH) -> Every:
-    """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC)."""
+def every(
+    interval: timedelta | None = None,
+    *,
+    anchor: datetime = EPOCH,
+    days: float = 0,
+    hours: float = 0,
+    minutes: float = 0,
+    seconds: float = 0,
+) -> Every:
+    """Every ``interval`` of elapsed time from ``anchor`` (default: the Unix epoch, UTC):
+    a ``timedelta``, or given as ``every(minutes=5)`` (``days``, ``hours``, ``minutes``,
+    ``seconds``)."""
+    parts = {"days": days, "hours": hours, "minutes": minutes, "seconds": seconds}
+    named = {name: value for name, value in parts.items() if value}
+    if interval is not None and named:
+        raise InvalidTiming(
+            "timing.interval",
+            f"give every() a timedelta or {', '.join(f'{n}=' for n in named)}, not both",
+        )
+    if interval is None:
+        if not named:
+            raise InvalidTiming(
+                "timing.interval", "say how often: every(minutes=5) or every(timedelta(...))"
+            )
+        interval = timedelta(**named)
     return Every(interval, anchor)
 
 

@@ -169,6 +169,8 @@ def _enqueue(
     given, problem = arguments(args)
     if problem is not None:
         raise JobsError(f"enqueue of job {name!r}: args: {problem}")
+    if (unfit := handler.parameters.problem(given or {})) is not None:
+        raise JobsError(f"enqueue of job {name!r}: args: {unfit}")
     _check(name, tenant=tenant, key=key, priority=priority, at=at, after=after)
     now = timeline_now()
     when = _instant(name, at=at, after=after, now=now)

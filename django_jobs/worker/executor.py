@@ -149,7 +149,9 @@ def _run_handler(active: ActiveRun, ctx: Execution, session: SessionUse) -> Outc
     connection.errors_occurred = False  # checked just before: what follows is this run's
     try:
         with connection.execute_wrapper(session):
-            returned = call_handler(handler.func, run, name=handler.name)
+            returned = call_handler(
+                handler.func, run, name=handler.name, parameters=handler.parameters
+            )
         if not outer_transaction and drop_leaked_transaction():
             raise JobsError(
                 f"job {schedule.job!r} returned with a database transaction still open; its "

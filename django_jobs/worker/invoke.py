@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from asgiref.sync import async_to_sync, iscoroutinefunction
 
 from ..exceptions import Cancelled, JobsError
+from ..parameters import Parameters
 
 if TYPE_CHECKING:
     from ..registry import Handler
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 CANCEL_POLL_SECONDS = 0.05
 
 
-def call_handler(func: Handler, run: Run, *, name: str) -> object:
+def call_handler(
+    func: Handler, run: Run, *, name: str, parameters: Parameters | None = None
+) -> object:
     """Run ``func``, the handler of job ``name``, to completion in this (the run's) thread and
     in a copy of its context; what it returned.
 
@@ -41,18 +44,19 @@ def call_handler(func: Handler, run: Run, *, name: str) -> object:
     generator, an iterator ...): returning is what marks an occurrence completed, so work the
     handler has not done must not return as if it had.
     """
-    result = contextvars.copy_context().run(_call, func, run, name)
+    called = parameters or Parameters()
+    result = contextvars.copy_context().run(_call, func, run, name, called)
     _refuse_unfinished(result, name)
     return result
 
 
-def _call(func: Handler, run: Run, name: str) -> object:
+def _call(func: Handler, run: Run, name: str, parameters: Parameters) -> object:
     """The handler's call (inside the copied context); returns what the handler returned."""
     if iscoroutinefunction(func):
         try:
             # A new loop for every run (force_new_loop): never the loop of an earlier run,
             # which asgiref remembers in the run thread once a sync_to_async call ran there.
-            result = async_to_sync(_run_task, force_new_loop=True)(func, run, name)
+            result = async_to_sync(_run_task, force_new_loop=True)(func, run, name, parameters)
         except Cancelled:
             # The task may be cancelled at the await of a sync_to_async call whose
             # run.atomic() went on to commit on this thread: the occurrence is completed.
@@ -61,10 +65,10 @@ def _call(func: Handler, run: Run, name: str) -> object:
                 raise
             return None
         return result
-    return func(run)
+    return parameters.call(func, run)
 
 
-async def _run_task(func: Handler, run: Run, name: str) -> object:
+async def _run_task(func: Handler, run: Run, name: str, parameters: Parameters) -> object:
     """Run the handler's coroutine as a task, cancelled when the worker cancels the run.
 
     Steps:
@@ -75,7 +79,7 @@ async def _run_task(func: Handler, run: Run, name: str) -> object:
     3. a task ended by that cancellation raises ``Cancelled``, as a sync handler that reacts
        to cancellation does.
     """
-    awaitable = func(run)
+    awaitable = parameters.call(func, run)
     if not inspect.isawaitable(awaitable):
         raise JobsError(
             f"job {name!r} is marked as a coroutine function but returned "
