@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import structlog
 from django.db import DatabaseError, connections
@@ -339,6 +339,11 @@ class Worker:
             self._drain()
         summary.outcomes = self._tally.snapshot() - before
         return summary
+
+    def next_work(self) -> datetime | None:
+        """The earliest instant at which planning or claiming has work for this worker
+        (``cadence.next_work``): where ``testing.ScheduledJobs`` moves its clock next."""
+        return self._cadence.next_work(self.clock.now())
 
     # --- the long-running loop ------------------------------------------------------
 
