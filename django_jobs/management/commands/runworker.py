@@ -16,6 +16,7 @@ from ...cli.startup import StartupSync
 from ...declarations import declared
 from ...discovery import refuse_partial_set
 from ...exceptions import ConfigurationError
+from ...logging import log_to_stderr_unless_configured
 from ...metrics import serve_worker_metrics
 from ...services import SyncReport, sync_schedules
 from ...worker.loop import Worker
@@ -67,6 +68,12 @@ class Command(BaseCommand):
     def synced(self, report: SyncReport) -> None:
         self.stdout.write(f"schedules synced: {report}")
         self.stdout.flush()
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        # Started from the command line (not call_command): in a project that configures no
+        # logging, its lines go to stderr at info (django_jobs.logging).
+        log_to_stderr_unless_configured()
+        super().run_from_argv(argv)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:  # check E033 refuses it first, unless the checks were skipped
