@@ -200,7 +200,8 @@ def _add(total: PassSummary, summary: PassSummary) -> None:
 
 class ScheduledJobsMixin:
     """A Django ``TestCase`` mixin: each test gets ``self.scheduled_jobs``, a
-    ``ScheduledJobs`` synced at ``scheduled_jobs_start`` (set it on the class), of
+    ``ScheduledJobs`` synced at ``scheduled_jobs_start`` (set it on the class) whose clock the
+    whole test reads (``use_clock``: ``enqueue()`` is due at the fake instant), of
     ``scheduled_jobs_registry`` and ``scheduled_jobs_declarations`` when those are set (by
     default every ``@job`` and every ``schedules.py``'s declarations)."""
 
@@ -220,4 +221,8 @@ class ScheduledJobsMixin:
         self.scheduled_jobs = ScheduledJobs(
             start, jobs=self.scheduled_jobs_registry, declarations=self.scheduled_jobs_declarations
         )
+        # For the whole test, so that enqueue(), run-now and the admin read the fake clock.
+        scope = use_clock(self.scheduled_jobs.clock)
+        scope.__enter__()
+        self.addCleanup(scope.__exit__, None, None, None)  # type: ignore[attr-defined]
         self.scheduled_jobs.sync()

@@ -7,12 +7,13 @@ project overrides (by default 2026-01-01 00:00 UTC); it uses pytest-django's ``d
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from ..testing import ScheduledJobs
+from ..testing import ScheduledJobs, use_clock
 
 
 @pytest.fixture
@@ -22,8 +23,10 @@ def scheduled_jobs_start() -> datetime:
 
 
 @pytest.fixture
-def scheduled_jobs(db: Any, scheduled_jobs_start: datetime) -> ScheduledJobs:
-    """The project's declared schedules, synced at ``scheduled_jobs_start``."""
+def scheduled_jobs(db: Any, scheduled_jobs_start: datetime) -> Iterator[ScheduledJobs]:
+    """The project's declared schedules, synced at ``scheduled_jobs_start``; the test reads
+    its clock throughout (``use_clock``: ``enqueue()`` is due at the fake instant)."""
     jobs = ScheduledJobs(scheduled_jobs_start)
-    jobs.sync()
-    return jobs
+    with use_clock(jobs.clock):
+        jobs.sync()
+        yield jobs
