@@ -257,6 +257,16 @@ def get_settings() -> JobsSettings:
     )
 
 
+def record_defaults() -> dict[str, Any]:
+    """``DJANGO_JOBS["DEFAULTS"]``, for a declaration made now (``schedule()``, ``@job``);
+    empty while ``DJANGO_JOBS`` is invalid, which check E003 reports: a bad setting must not
+    fail the import of every ``jobs.py`` and ``schedules.py`` (and with it every process)."""
+    try:
+        return get_settings().DEFAULTS
+    except ConfigurationError:
+        return {}
+
+
 def _defaults(value: Any) -> dict[str, Any]:
     """The record defaults, each field checked by the rule its record column has
     (``spec.defaults_problems``)."""

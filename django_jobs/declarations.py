@@ -238,7 +238,7 @@ def schedule(
             "timeout": timeout,
             "priority": priority,
         },
-        conf.get_settings().DEFAULTS,
+        conf.record_defaults(),
     )
     if missing:
         raise InvalidSchedule(

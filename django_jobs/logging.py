@@ -85,19 +85,13 @@ def _same(theirs: object, ours: object) -> bool:
     return theirs is ours or (type(theirs) is type(ours) and theirs == ours)
 
 
-# The standard library logger every django_jobs line goes to when the project configures none.
-LOGGER = "django_jobs"
-
-
 def log_to_stderr_unless_configured() -> bool:
-    """What ``runworker`` and ``manage.py jobs`` log in a project that configures no logging:
-    each line on stderr, at info and above, never on stdout (which holds a command's output).
-
-    A project that calls ``structlog.configure`` keeps its own configuration, and this does
-    nothing. Otherwise structlog is routed through the standard library's ``logging`` (its
-    loggers are named ``django_jobs.worker`` and so on); a handler or level the project's
-    ``LOGGING`` gives the ``django_jobs`` logger then takes over, and without one a stderr
-    handler at INFO is added to it. Returns whether it configured structlog.
+    """What ``runworker`` and ``manage.py jobs`` log in a project that has not configured
+    structlog: structlog's own default, printed lines, but on stderr and at info and above,
+    never on stdout (which holds a command's output) nor at debug. The handlers' own structlog
+    lines go the same way. A project that calls ``structlog.configure`` keeps its own
+    configuration (to route the lines through ``LOGGING``, see docs/worker.md); the standard
+    library's logging is never touched. Returns whether it configured structlog.
     """
     if structlog.is_configured():
         return False
@@ -105,23 +99,16 @@ def log_to_stderr_unless_configured() -> bool:
         processors=[
             structlog.contextvars.merge_contextvars,
             keep_run_keys,
-            structlog.stdlib.filter_by_level,
-            structlog.stdlib.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=True),
+            structlog.processors.StackInfoRenderer(),
+            structlog.dev.set_exc_info,
             structlog.dev.ConsoleRenderer(colors=False),
         ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
-        cache_logger_on_first_use=True,
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
     )
-    ours = logging.getLogger(LOGGER)
-    if not ours.handlers and ours.level == logging.NOTSET:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        ours.addHandler(handler)
-        ours.setLevel(logging.INFO)
-        ours.propagate = False
     return True
 
 

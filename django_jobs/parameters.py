@@ -17,6 +17,7 @@ for ``schedule(args=...)`` and ``enqueue(args=...)``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,25 +45,31 @@ class Parameters:
         except (TypeError, ValueError):  # a builtin or C callable: called with the run
             return cls()
         params = list(signature.parameters.values())
-        takes_run = bool(params) and _is_run(params[0])
         bare = signature.replace(
             parameters=[p.replace(annotation=inspect.Parameter.empty) for p in params],
             return_annotation=inspect.Signature.empty,
         )
-        shown = f"{getattr(func, '__qualname__', func)!s}{bare}"
+        shown = f"{_name(func)}{bare}"
+        kinds = [p.kind for p in params]
+        if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD]:
+            # An opaque wrapper (a decorator without functools.wraps, a mock): it passes the
+            # run on, as every handler was called before arguments could be named.
+            return cls(shown=shown)
+        takes_run = bool(params) and _is_run(params[0])
         rest = params[1:] if takes_run else params
         names, required, any_name = [], [], False
         for param in rest:
             if param.kind is inspect.Parameter.VAR_KEYWORD:
                 any_name = True
-            elif param.kind is inspect.Parameter.VAR_POSITIONAL or (
-                param.kind is inspect.Parameter.POSITIONAL_ONLY
-            ):
-                raise ConfigurationError(
-                    f"job {job!r}: handler {shown}: parameter {param.name!r} cannot be given "
-                    "by name; a handler takes its run as `run` and each argument by name "
-                    "(def handler(run, *, order_id) or def handler(order_id))"
-                )
+            elif param.kind is inspect.Parameter.VAR_POSITIONAL:
+                continue  # receives nothing
+            elif param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                if param.default is inspect.Parameter.empty:
+                    raise ConfigurationError(
+                        f"job {job!r}: handler {shown}: parameter {param.name!r} cannot be "
+                        "given by name; a handler takes its run as `run` and each argument by "
+                        "name (def handler(run, *, order_id) or def handler(order_id))"
+                    )
             else:
                 names.append(param.name)
                 if param.default is inspect.Parameter.empty:
@@ -76,9 +83,15 @@ class Parameters:
         missing = [name for name in self.required if name not in args]
         if missing:
             given = ", ".join(sorted(args)) or "none"
+            hint = (
+                ""
+                if self.takes_run
+                else f"; if {missing[0]!r} is meant to receive the run, name it `run` or "
+                "annotate it `Run`"
+            )
             return (
                 f"handler {self.shown}: parameter {missing[0]!r} has no argument "
-                f"(the arguments given: {given})"
+                f"(the arguments given: {given}){hint}"
             )
         if not self.takes_run and not self.any_name:
             extra = sorted(set(args) - self.names)
@@ -97,6 +110,15 @@ class Parameters:
         args = run.args
         named = dict(args) if self.any_name else {k: v for k, v in args.items() if k in self.names}
         return func(run, **named) if self.takes_run else func(**named)
+
+
+def _name(func: Callable[..., object]) -> str:
+    """How a handler is named in messages: its qualified name, a partial's function's, a
+    callable object's class's (never a repr with an address)."""
+    if isinstance(func, functools.partial):
+        return f"partial({_name(func.func)})"
+    named = getattr(func, "__qualname__", None)
+    return named if isinstance(named, str) else type(func).__qualname__
 
 
 def _is_run(param: inspect.Parameter) -> bool:

@@ -313,7 +313,7 @@ def job(
             "priority": priority,
             "operating_owner": owner or NOT_GIVEN,
         },
-        conf.get_settings().DEFAULTS,
+        conf.record_defaults(),
     )
     chosen = {k: v for k, v in given.items() if v is not NOT_GIVEN}
     policies = JobPolicies(

@@ -210,7 +210,8 @@ def test_enqueue_refuses_arguments_the_handler_cannot_take(confirmations: list[o
     assert str(missing.value) == (
         "enqueue of job 'orders.send_confirmation': args: handler "
         "confirmations.<locals>.send_confirmation(order_id, note=''): parameter 'order_id' "
-        "has no argument (the arguments given: order)"
+        "has no argument (the arguments given: order); if 'order_id' is meant to receive the "
+        "run, name it `run` or annotate it `Run`"
     )
     with pytest.raises(JobsError, match="argument 'urgent' matches no parameter"):
         enqueue("orders.send_confirmation", args={"order_id": 42, "urgent": True})
@@ -237,11 +238,7 @@ def _positional(run: Any, order_id: int, /) -> None:
     return None
 
 
-def _star_args(order_id: int, *rest: int) -> None:
-    return None
-
-
-@pytest.mark.parametrize(("func", "param"), [(_positional, "order_id"), (_star_args, "rest")])
+@pytest.mark.parametrize(("func", "param"), [(_positional, "order_id")])
 def test_a_handler_that_cannot_take_arguments_by_name_is_refused_when_registered(
     func: Any, param: str
 ) -> None:
@@ -277,3 +274,76 @@ def test_a_project_without_logging_gets_the_workers_lines_on_stderr_at_info() ->
     assert not [line for line in lines if "[debug" in line]
     assert "clock.synced" not in done.stdout  # stdout is the command's own output
     assert "nothing more is due" in done.stdout
+
+
+# --- what a review of the above found -------------------------------------------------------
+
+
+def test_an_opaque_wrapper_and_a_run_with_extra_positionals_are_called_with_the_run() -> None:
+    from django_jobs.parameters import Parameters
+
+    def unwrapped(*args: Any, **kwargs: Any) -> None:  # a decorator without functools.wraps
+        return None
+
+    def extra(run: Any, *rest: Any) -> None:
+        return None
+
+    class Handler:
+        def __call__(self, job_run: Any) -> None:
+            return None
+
+    seen: list[tuple[Any, ...]] = []
+    opaque = Parameters.of("j", unwrapped)
+    opaque.call(lambda *a, **k: seen.append((a, k)), type("R", (), {"args": {"x": 1}})())
+    assert (opaque.takes_run, opaque.names) == (True, frozenset())
+    assert seen[0][1] == {}  # no arguments by name: the wrapped handler takes the run alone
+    assert Parameters.of("j", extra).problem({"x": 1}) is None
+    named = Parameters.of("j", Handler()).problem({})
+    assert named is not None
+    assert named.split(".<locals>.")[-1] == (
+        "Handler(job_run): parameter 'job_run' has no argument (the arguments given: "
+        "none); if 'job_run' is meant to receive the run, name it `run` or annotate it `Run`"
+    )
+
+
+def test_an_invalid_setting_leaves_job_registration_to_check_e003() -> None:
+    with override_settings(DJANGO_JOBS={"LEASE_SECOND": 30}):
+        try:
+
+            @job("tests.first.bad-setting")
+            def handler(run: Any) -> None:
+                return None
+
+        finally:
+            registry.unregister("tests.first.bad-setting")
+        assert any(m.id == "django_jobs.E003" for m in checks.run_checks())
+
+
+@pytest.mark.django_db
+def test_an_empty_actor_is_refused_never_replaced_by_the_default() -> None:
+    from django.core.management import CommandError, call_command
+
+    with (
+        override_settings(DJANGO_JOBS={"CLI_ACTOR": "root"}),
+        pytest.raises(CommandError, match="--actor is empty"),
+    ):
+        call_command("jobs", "list", "--actor", "")
+
+
+@pytest.mark.django_db
+def test_run_now_with_arguments_the_handler_cannot_take_is_refused(root: Any) -> None:
+    from .factories import ScheduleFactory
+
+    def send(order_id: int) -> None:
+        return None
+
+    registry.register("orders.rerun", send, runtime=True)
+    try:
+        scheduled = ScheduleFactory.create(job="orders.rerun", args={"order_id": 1})
+        with pytest.raises(JobsError, match="parameter 'order_id' has no argument"):
+            services.run_now(
+                scheduled, actor=root, reason="x", now=datetime.now(UTC), args={"id": 2}
+            )
+    finally:
+        registry.unregister("orders.rerun")
+    assert not Occurrence.objects.exists()

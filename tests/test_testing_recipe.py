@@ -137,3 +137,26 @@ def test_the_pytest_fixture_syncs_at_its_start_and_the_test_reads_its_clock(
     jobs = request.getfixturevalue("scheduled_jobs")
     assert jobs.synced_at == JAN_1 == jobs.now()
     assert clock.current().now() == JAN_1
+
+
+@pytest.mark.django_db
+def test_run_until_plans_every_batch_at_an_instant_before_moving_on() -> None:
+    """Seven hourly schedules and a plan batch of two: a pass at an instant plans two, so
+    more passes run there before the clock moves (found by review: the rest misfired)."""
+    from django.test import override_settings
+
+    from django_jobs import every
+    from django_jobs.testing import ScheduledJobs
+
+    ran: list[str] = []
+    jobs = Registry()
+    jobs.register("orders.hourly", lambda run: ran.append(run.occurrence_key))
+    declared = [
+        schedule(f"orders.hourly-{n}", job="orders.hourly", timing=every(hours=1), **DEFAULTS)
+        for n in range(7)
+    ]
+    with override_settings(DJANGO_JOBS={"PLAN_BATCH_SIZE": 2}):
+        scheduled = ScheduledJobs(JAN_1 + timedelta(minutes=1), jobs=jobs, declarations=declared)
+        summary = scheduled.run_until(JAN_1 + timedelta(hours=3, minutes=30))
+    assert summary.claimed == len(ran) == 21
+    assert not Occurrence.objects.exclude(state="completed").exists()

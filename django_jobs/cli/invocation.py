@@ -106,7 +106,9 @@ def _need_os_user(username: str, given_as: str = "--actor") -> None:
 def _actor_name(given: str | None, configured: str | None) -> tuple[str, str]:
     """Who the command acts as, and how it was named (for the messages): ``--actor``, else
     ``DJANGO_JOBS['CLI_ACTOR']``, else the OS user, if a Django user has that name."""
-    if given:
+    if given is not None:
+        if not given.strip():  # an unset $OPERATOR: never fall back to someone else
+            raise CommandError("--actor is empty: name a Django user, or leave --actor out")
         return given, "--actor"
     if configured:
         return configured, "DJANGO_JOBS['CLI_ACTOR']"

@@ -149,7 +149,7 @@ def run_now(
         schedule = locked(schedule)
         permissions.require(actor, "run", schedule)
         if given is not None:
-            _need_arguments_allowed(actor, schedule, what)
+            _need_arguments_allowed(actor, schedule, what, given)
         if not schedule.enabled or schedule.status != ScheduleStatus.ACTIVE:
             raise JobsError(f"schedule {schedule} is not active and enabled: enable it first")
         planned = store.PlannedOccurrence(
@@ -170,9 +170,10 @@ def run_now(
     return Occurrence.objects.get(pk=planned.id)
 
 
-def _need_arguments_allowed(actor: Any, schedule: Schedule, what: str) -> None:
-    """A run-now with arguments of its own: ``change`` on the schedule besides ``run``, and a
-    job offered at run time (a grant never reaches a job whose code did not offer it)."""
+def _need_arguments_allowed(actor: Any, schedule: Schedule, what: str, given: Any) -> None:
+    """A run-now with arguments of its own (``given``): ``change`` on the schedule besides
+    ``run``, a job offered at run time (a grant never reaches a job whose code did not offer
+    it), and a handler whose parameters take them."""
     if not permissions.allowed(actor, "change", schedule):
         raise permissions.Forbidden(
             f"{what}: args: {getattr(actor, 'username', actor)!s} may not give a run "
@@ -183,6 +184,9 @@ def _need_arguments_allowed(actor: Any, schedule: Schedule, what: str) -> None:
     problem = registry.runtime_problem(schedule.job)
     if problem is not None:
         raise JobsError(f"{what}: args: {problem}; run it now without arguments of its own")
+    unfit = registry.get(schedule.job).parameters.problem(given)
+    if unfit is not None:
+        raise JobsError(f"{what}: args: {unfit}")
 
 
 def cancel(occurrence: Occurrence, *, actor: Any, reason: str, now: datetime) -> Occurrence:

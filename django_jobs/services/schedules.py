@@ -223,6 +223,9 @@ def _need_valid_at_run_time(declaration: Declaration) -> None:
     problem = registry.runtime_problem(declaration.job)
     if problem is not None:
         raise InvalidSchedule(declaration.label, "job", problem)
+    unfit = registry.get(declaration.job).parameters.problem(declaration.args)
+    if unfit is not None:
+        raise InvalidSchedule(declaration.label, "args", unfit)
 
 
 def _need_upsert_permission(user: Any, declaration: Declaration, existing: Schedule | None) -> None:
