@@ -10,9 +10,11 @@ A handler is called ``handler(run)``, ``handler(run, **arguments)`` or ``handler
 So ``def send_confirmation(order_id)`` and ``def send_confirmation(run, *, order_id)`` both get
 ``order_id`` from ``args={"order_id": 42}``, and a handler that takes only ``run`` reads
 ``run.args`` itself, as before. ``Parameters.of`` reads the signature once, when ``@job``
-registers the handler, and refuses what could not be called that way (``*args``, a
-positional-only argument); ``problem(args)`` says which parameter or argument does not fit,
-for ``schedule(args=...)`` and ``enqueue(args=...)``.
+registers the handler, and refuses what could not be called that way (a positional-only
+parameter after the run, without a default); a later ``*args`` receives nothing, and a
+signature of only ``(*args, **kwargs)`` (a decorator without ``functools.wraps``) is called
+with the run alone. ``problem(args)`` says which parameter or argument does not fit, for
+``schedule(args=...)``, ``enqueue(args=...)``, a run-now's and a run-time schedule's.
 """
 
 from __future__ import annotations
