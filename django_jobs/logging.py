@@ -85,13 +85,15 @@ def _same(theirs: object, ours: object) -> bool:
     return theirs is ours or (type(theirs) is type(ours) and theirs == ours)
 
 
-def log_to_stderr_unless_configured() -> bool:
+def log_to_stderr_unless_configured(level: int = logging.INFO) -> bool:
     """What ``runworker`` and ``manage.py jobs`` log in a project that has not configured
     structlog: structlog's own default, printed lines, but on stderr and at info and above,
     never on stdout (which holds a command's output) nor at debug. The handlers' own structlog
     lines go the same way. A project that calls ``structlog.configure`` keeps its own
     configuration (to route the lines through ``LOGGING``, see docs/worker.md); the standard
-    library's logging is never touched. Returns whether it configured structlog.
+    library's logging is never touched. ``level``: the least a line needs (``testing`` asks
+    for warnings, so a test run's output is not a worker's log). Returns whether it
+    configured structlog.
     """
     if structlog.is_configured():
         return False
@@ -105,7 +107,7 @@ def log_to_stderr_unless_configured() -> bool:
             structlog.dev.set_exc_info,
             structlog.dev.ConsoleRenderer(colors=False),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )

@@ -13,6 +13,7 @@ gives one to each test of a Django ``TestCase``; the pytest fixture ``scheduled_
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -141,6 +142,11 @@ class ScheduledJobs:
     ) -> None:
         """``jobs``: the handlers (default: every ``@job``); ``declarations``: the schedules
         ``sync()`` writes (default: every ``schedules.py``'s)."""
+        from .logging import log_to_stderr_unless_configured
+
+        # A project that has not configured structlog: its test run shows warnings, not every
+        # claim at debug on stdout between the runner's own lines.
+        log_to_stderr_unless_configured(logging.WARNING)
         self.clock = FakeClock(start)
         self.jobs, self.replica_id = jobs, replica_id
         self.declarations = None if declarations is None else list(declarations)

