@@ -44,6 +44,13 @@ class ScheduleFactory(factory.django.DjangoModelFactory[Schedule]):
 
 
 OWNERS: dict[str, Any] = {"operating_owner": "team-billing", "record_owner": "ops@example.com"}
+# A project's DJANGO_JOBS["DEFAULTS"]: what the minimal declaration leaves out (issue #35).
+RECORD_DEFAULTS: dict[str, Any] = {
+    "operating_owner": "orders-team",
+    "record_owner": "orders-lead",
+    "status": "active",
+    "retention": timedelta(days=30),
+}
 
 
 def declaration(key: str = "billing.nightly", **fields: Any) -> Declaration:

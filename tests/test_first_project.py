@@ -24,14 +24,10 @@ from django_jobs.models import Occurrence, Schedule
 from django_jobs.registry import Registry, registry
 from django_jobs.testing import FakeClock, run_due, use_clock
 
+from .factories import RECORD_DEFAULTS
 from .processes import ROOT, database_url
 
-DEFAULTS: dict[str, Any] = {
-    "operating_owner": "orders-team",
-    "record_owner": "orders-lead",
-    "status": "active",
-    "retention": timedelta(days=30),
-}
+DEFAULTS = RECORD_DEFAULTS
 JAN_1 = datetime(2026, 1, 1, tzinfo=UTC)
 
 

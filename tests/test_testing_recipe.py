@@ -20,12 +20,9 @@ from django_jobs.models import Occurrence, Schedule
 from django_jobs.registry import Registry
 from django_jobs.testing import FakeClock, run_due
 
-DEFAULTS: dict[str, Any] = {
-    "operating_owner": "orders-team",
-    "record_owner": "orders-lead",
-    "status": "active",
-    "retention": timedelta(days=30),
-}
+from .factories import RECORD_DEFAULTS
+
+DEFAULTS = RECORD_DEFAULTS
 JAN_1 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
