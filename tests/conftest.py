@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING, Any
 import environ
 import hypothesis
 import pytest
+import structlog
 
 from django_jobs.testing import FakeClock
 
 from .processes import Cluster, Replica, servers_running
+
+_SETS_BEFORE = pytest.StashKey[tuple[dict[Any, Any], dict[Any, Any]]]()
+_STRUCTLOG_BEFORE = pytest.StashKey[dict[str, Any] | None]()
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -117,6 +121,50 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     default = settings.DATABASES["default"]
     for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT"):
         default[key] = config.get(key, "")
+
+
+def _process_wide_sets() -> tuple[dict[Any, Any], dict[Any, Any]]:
+    from django_jobs.declarations import declared
+    from django_jobs.registry import registry
+
+    return dict(declared._items), dict(registry._handlers)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_SETS_BEFORE] = _process_wide_sets()
+    item.stash[_STRUCTLOG_BEFORE] = structlog.get_config() if structlog.is_configured() else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A test leaves the process's declared schedules and job registry as it found them (once
+    its fixtures, monkeypatch among them, are torn down): a later test in the same xdist worker
+    syncs or runs that set, and ``runworker --once`` counts what it created. A test that leaks
+    fails here, by name, and the sets are put back. Structlog's configuration is put back
+    without failing the test."""
+    yield
+    from django_jobs.declarations import declared
+    from django_jobs.registry import registry
+
+    # ``ScheduledJobs`` and the commands configure structlog for a project that has not, as
+    # documented; the next test starts from the suite's own (unconfigured) structlog again.
+    config = item.stash[_STRUCTLOG_BEFORE]
+    if config is None:
+        structlog.reset_defaults()
+    else:
+        structlog.configure(**config)
+    declarations, handlers = item.stash[_SETS_BEFORE]
+    after_declarations, after_handlers = _process_wide_sets()
+    leaked = {
+        "declared schedules": sorted(
+            "/".join(filter(None, k)) for k in after_declarations.keys() ^ declarations.keys()
+        ),
+        "registered jobs": sorted(after_handlers.keys() ^ handlers.keys()),
+    }
+    declared._items, registry._handlers = declarations, handlers
+    changed = {what: names for what, names in leaked.items() if names}
+    assert not changed, f"the test left the process-wide sets changed: {changed}"
 
 
 @pytest.fixture(autouse=True)

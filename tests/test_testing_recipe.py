@@ -149,7 +149,13 @@ def test_run_until_plans_every_batch_at_an_instant_before_moving_on() -> None:
     jobs = Registry()
     jobs.register("orders.hourly", lambda run: ran.append(run.occurrence_key))
     declared = [
-        schedule(f"orders.hourly-{n}", job="orders.hourly", timing=every(hours=1), **DEFAULTS)
+        schedule(
+            f"orders.hourly-{n}",
+            job="orders.hourly",
+            timing=every(hours=1),
+            register=False,
+            **DEFAULTS,
+        )
         for n in range(7)
     ]
     with override_settings(DJANGO_JOBS={"PLAN_BATCH_SIZE": 2}):
