@@ -30,6 +30,9 @@ class Replica(models.Model):
     # Each of its threads' status by role (``worker.supervision``): "alive", "restarting",
     # "dead" or "stopped". ``jobs health`` fails while one is not alive.
     threads = models.JSONField(default=dict, blank=True, db_default=Value({}, JSONField()))
+    # The queues it serves (``runworker --queue NAME[:N]``): a list of {"name", "concurrency"};
+    # [] serves every queue.
+    queues = models.JSONField(default=list, blank=True, db_default=Value([], JSONField()))
 
     class Meta:
         indexes = [models.Index(fields=["host", "heartbeat_at"], name="django_jobs_replica_host")]

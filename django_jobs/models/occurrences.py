@@ -114,6 +114,10 @@ class Occurrence(models.Model):
     )
     # Its schedule's (or the enqueue's) priority when it was planned: see PRIORITY_MINUTES.
     priority = models.SmallIntegerField(default=0, db_default=0)
+    # The queue it is claimed from: its schedule's when it was planned, or the enqueue's.
+    # Retries and replays keep it. ``runworker --queue`` claims only its queues' rows, through
+    # django_jobs_occurrence_queue; ``DJANGO_JOBS["QUEUES"]`` may cap a queue's running ones.
+    queue = models.CharField(max_length=100, default="default", db_default="default")
     # What the handler returned (JSON), written with the completion; NULL: nothing (None),
     # or not completed.
     result = models.JSONField(null=True, blank=True)
@@ -146,6 +150,22 @@ class Occurrence(models.Model):
                 ClaimOrder(F("due_at"), F("priority")),
                 name="django_jobs_occurrence_claim",
                 condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            # A claim of a replica that serves named queues (``runworker --queue``): one
+            # range of this index per queue, each walked in claim order, so the rows of
+            # queues it does not serve are never read.
+            models.Index(
+                F("queue"),
+                ClaimOrder(F("due_at"), F("priority")),
+                name="django_jobs_occurrence_queue",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            # A queue's running occurrences, counted under its lock by a claim when the queue
+            # has a fleet-wide limit (``DJANGO_JOBS["QUEUES"]``, ``MAX_RUNNING``).
+            models.Index(
+                fields=["queue", "lease_expires_at"],
+                name="django_jobs_occurrence_running",
+                condition=Q(state=OccurrenceState.PROCESSING),
             ),
             models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),
             # The plan pass: a schedule's unfinished occurrences (missed, running), without

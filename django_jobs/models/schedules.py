@@ -94,6 +94,10 @@ class Schedule(models.Model):
     # Claims take higher priority first (see ``Occurrence.priority``); each occurrence
     # snapshots it when it is planned.
     priority = models.SmallIntegerField(default=0, db_default=0)
+    # The queue its occurrences are planned on (``schedule(queue=)``; a policy record's:
+    # ``@job(queue=)``): each occurrence snapshots it (``Occurrence.queue``), and a replica
+    # started with ``runworker --queue`` claims only its queues' work.
+    queue = models.CharField(max_length=100, default="default", db_default="default")
 
     max_delay = models.DurationField(default=timedelta(minutes=5))
     overlap = models.CharField(max_length=10, choices=choices(Overlap), default=Overlap.SKIP)
