@@ -19,8 +19,8 @@ from .exceptions import ConfigurationError
 from .registry import Departure, registry
 from .scheduling.policies import Misfire, Overlap, Retry
 from .scheduling.timings import Timing
+from .spec import DEFAULT_QUEUE, NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
 from .spec import KEY_PATTERN as KEY_PATTERN
-from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
 from .spec import STATUSES as STATUSES
 from .spec import TENANT_PATTERN as TENANT_PATTERN
 from .validation import arguments
@@ -61,6 +61,8 @@ class Declaration:
     args: dict[str, Any] = field(default_factory=dict, hash=False)
     # Claims take higher priority first (docs/enqueue.md#priority): -100 to 100.
     priority: int = 0
+    # The queue its occurrences are claimed from (``runworker --queue``).
+    queue: str = DEFAULT_QUEUE
     # Where it was declared (the module that called ``schedule()``), and a recorded departure
     # from keeping schedules apart from behaviour (rule ``separation``): not part of the record.
     module: str = field(default="", compare=False)
@@ -89,6 +91,7 @@ class Declaration:
             overlap=self.overlap,
             max_catchup=self.max_catchup,
             priority=self.priority,
+            queue=self.queue,
             retry=self.retry,
             retention=self.retention,
             args=self.args,
@@ -126,6 +129,7 @@ class Declaration:
             "decide_by": self.decide_by,
             "args": self.args,
             "priority": self.priority,
+            "queue": self.queue,
         }
 
 
@@ -211,6 +215,7 @@ def schedule(
     decide_by: dt.date | None = None,
     args: dict[str, Any] | None = None,
     priority: int = NOT_GIVEN,
+    queue: str = DEFAULT_QUEUE,
     register: bool = True,
     departure: Departure | None = None,
 ) -> Declaration:
@@ -276,6 +281,7 @@ def schedule(
         decide_by=decide_by,
         args=kept_args if kept_args is not None else {},
         priority=fields.get("priority", Declaration.priority),
+        queue=queue,
         module=sys._getframe(1).f_globals.get("__name__", ""),
         departure=departure,
     )

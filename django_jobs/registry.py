@@ -21,8 +21,8 @@ from . import conf
 from .exceptions import ConfigurationError, UnknownJob
 from .parameters import Parameters
 from .scheduling.policies import MAX_DURATION, Retry
+from .spec import DEFAULT_QUEUE, NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
 from .spec import MAX_KEEP_LAST as MAX_KEEP_LAST  # re-exported, where it was defined
-from .spec import NOT_GIVEN, RETRY_FIELDS, ScheduleSpec, completed
 from .suggest import did_you_mean
 
 # A handler takes its run, its arguments by name, or both (``parameters``).
@@ -87,6 +87,8 @@ class JobPolicies:
     max_delay: dt.timedelta | None = None
     priority: int = 0
     owner: str = ""
+    # The queue of its enqueued work (``enqueue(queue=)`` overrides it per call).
+    queue: str = DEFAULT_QUEUE
 
     def problems(self) -> list[tuple[str, str]]:
         """(field, message) for each invalid policy, as the spec of its policy record says
@@ -99,6 +101,7 @@ class JobPolicies:
             retention=self.retention,
             max_delay=NO_MAX_DELAY if self.max_delay is None else self.max_delay,
             priority=self.priority,
+            queue=self.queue,
             operating_owner=owner if not isinstance(owner, str) or owner.strip() else NOT_GIVEN,
         )
         return [(_POLICY_FIELDS.get(name, name), message) for name, message in spec.problems()]
@@ -113,6 +116,7 @@ class JobPolicies:
             "timeout": self.timeout,
             "max_delay": self.max_delay or NO_MAX_DELAY,
             "priority": self.priority,
+            "queue": self.queue,
             "operating_owner": owner,
             "record_owner": owner,
         }
@@ -287,13 +291,16 @@ def job(
     priority: int = NOT_GIVEN,
     owner: str = "",
     runtime: bool = False,
+    queue: str = DEFAULT_QUEUE,
 ) -> Callable[[H], H]:
     """Register the decorated function as the handler of the job called ``name``.
 
     A handler dispatches an application command or approved port, and lives in the app that
     owns it; ``departure`` (one, or one per rule) records why one does not. ``retry``,
-    ``timeout``, ``retention``, ``max_delay``, ``priority`` and ``owner`` are the policies of
-    its enqueued work (``enqueue()``; ``JobPolicies``); a schedule's own are on the schedule.
+    ``timeout``, ``retention``, ``max_delay``, ``priority``, ``owner`` and ``queue`` (the queue
+    its enqueued work is claimed from: 1-100 letters, digits and _ . -; default
+    ``"default"``; ``enqueue(queue=)`` overrides it per call) are the policies of its
+    enqueued work (``enqueue()``; ``JobPolicies``); a schedule's own are on the schedule.
     Those left out come from ``DJANGO_JOBS["DEFAULTS"]`` (``owner`` from its
     ``operating_owner``; ``max_delay`` never: enqueued work is never too late unless its job
     says so), then from ``JobPolicies``. ``runtime=True`` offers it at run time: to run-time
@@ -323,6 +330,7 @@ def job(
         max_delay=max_delay,
         priority=chosen.get("priority", JobPolicies.priority),
         owner=chosen.get("operating_owner", ""),
+        queue=queue,
     )
 
     def decorate(func: H) -> H:

@@ -41,6 +41,10 @@ from .validation import priority as priority_problem
 
 KEY_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,199}$")
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{0,100}$")
+# A queue's name (``schedule(queue=)``, ``@job(queue=)``, ``enqueue(queue=)``, ``runworker
+# --queue``): what an occurrence is claimed by. Without one, work is on ``DEFAULT_QUEUE``.
+QUEUE_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
+DEFAULT_QUEUE = "default"
 STATUSES = ("draft", "active", "retired")
 # The longest a count-based retention (``keep_last``) may keep.
 MAX_KEEP_LAST = 100_000_000
@@ -89,6 +93,7 @@ class ScheduleSpec:
     overlap: object = NOT_GIVEN
     max_catchup: object = NOT_GIVEN
     priority: object = NOT_GIVEN
+    queue: object = NOT_GIVEN
     # ``retry=`` given as something other than ``Retry(...)`` (``of``): refused as such.
     retry: object = NOT_GIVEN
     max_attempts: object = NOT_GIVEN
@@ -219,6 +224,13 @@ def _tenant(value: object) -> str | None:
     return "must be at most 100 characters of letters, digits and . _ : -"
 
 
+def queue_problem(value: object) -> str | None:
+    """What is wrong with ``value`` as a queue's name, or None."""
+    if isinstance(value, str) and QUEUE_PATTERN.fullmatch(value):
+        return None
+    return f"must be 1-100 letters, digits and _ . -, got {value!r}"
+
+
 def _job(value: object) -> str | None:
     if _text(value) and value and value == value.strip():  # type: ignore[attr-defined]
         return None
@@ -289,6 +301,7 @@ _POLICIES: _Rules = (
     ("overlap", _policy(Overlap)),
     ("max_catchup", _max_catchup),
     ("priority", priority_problem),
+    ("queue", queue_problem),
     ("retry", _retry),
     ("max_attempts", attempts_problem),
     ("backoff", backoff_problem),

@@ -31,6 +31,7 @@ from ..models.task_paths import TASK_PATH_MAX_CHARS
 from ..registry import JobHandler, registry
 from ..scheduling.policies import MAX_DURATION, Misfire, Overlap, TimingKind
 from ..scheduling.timing import instant_problem
+from ..spec import queue_problem
 from ..validation import arguments, printable
 from ..validation import priority as priority_problem
 from .timeline import now as timeline_now
@@ -72,6 +73,7 @@ def enqueue(
     key: str | None = None,
     tenant: str = "",
     priority: int | None = None,
+    queue: str | None = None,
 ) -> Enqueued:
     """Enqueue one run of ``job`` (its registered name, or the ``@job`` function itself).
 
@@ -79,7 +81,9 @@ def enqueue(
     and the NOTIFY that wakes them is delivered at that commit. It runs at ``at`` (an aware
     instant), ``after`` from now, or now; with ``args`` (a JSON object, as a schedule's) as
     ``run.args``; before due work of lower ``priority`` (default: the job's; see
-    ``models.occurrences.PRIORITY_MINUTES``). With a ``key``, its identity derives from
+    ``models.occurrences.PRIORITY_MINUTES``); on ``queue`` (default: the job's,
+    ``@job(queue=)``), which only replicas serving it claim (``runworker --queue``). With a
+    ``key``, its identity derives from
     (tenant, job, key): enqueuing the same key again, concurrently or later, changes nothing
     and returns the same identity (``created`` False) for as long as that occurrence is
     kept by its retention. Without one, each call is new work. The instant it runs at is
@@ -89,7 +93,14 @@ def enqueue(
     Raises ``JobsError`` naming the job and the field for bad input; nothing is written then.
     """
     return _enqueue(
-        _handler(job), args=args, at=at, after=after, key=key, tenant=tenant, priority=priority
+        _handler(job),
+        args=args,
+        at=at,
+        after=after,
+        key=key,
+        tenant=tenant,
+        priority=priority,
+        queue=queue,
     )
 
 
@@ -101,10 +112,12 @@ def enqueue_task(
     args: dict[str, Any],
     at: datetime | None,
     priority: int | None,
+    queue: str | None = None,
 ) -> Enqueued:
     """What ``JobsBackend.enqueue`` (backend ``alias``) writes: ``enqueue()`` of the alias's
     job ``job``, with the ``Task``'s ``path`` recorded for ``alias`` (``TaskPath``) in the
-    same statement. Only the backend calls it, with the path the ``Task`` object reports,
+    same statement, on ``queue`` (the ``Task``'s ``queue_name``; default: the job's). Only
+    the backend calls it, with the path the ``Task`` object reports,
     never one read from arguments: the Tasks handler imports no other path
     (``tasks.known_task``). Raises ``JobsError`` naming the task for a path that cannot be
     one."""
@@ -121,6 +134,7 @@ def enqueue_task(
         key=None,
         tenant="",
         priority=priority,
+        queue=queue,
         task=(alias, path),
     )
 
@@ -162,6 +176,7 @@ def _enqueue(
     key: str | None,
     tenant: str,
     priority: int | None,
+    queue: str | None = None,
     task: tuple[str, str] | None = None,
 ) -> Enqueued:
     """``enqueue()`` of ``handler``'s job; with ``task`` (alias, path), ``enqueue_task``'s."""
@@ -171,7 +186,7 @@ def _enqueue(
         raise JobsError(f"enqueue of job {name!r}: args: {problem}")
     if (unfit := handler.parameters.problem(given or {})) is not None:
         raise JobsError(f"enqueue of job {name!r}: args: {unfit}")
-    _check(name, tenant=tenant, key=key, priority=priority, at=at, after=after)
+    _check(name, tenant=tenant, key=key, priority=priority, at=at, after=after, queue=queue)
     now = timeline_now()
     when = _instant(name, at=at, after=after, now=now)
     identity = enqueued_id(tenant, name, key) if key is not None else uuid4()
@@ -186,6 +201,7 @@ def _enqueue(
             at=when,
             args=given or {},
             priority=priority,
+            queue=queue,
             task=path,
         )
 
@@ -218,6 +234,7 @@ def _check(
     priority: object,
     at: object,
     after: object,
+    queue: object = None,
 ) -> None:
     what = f"enqueue of job {name!r}"
     if len(policy_key(name)) > KEY_MAX_CHARS:
@@ -235,6 +252,8 @@ def _check(
         raise JobsError(f"{what}: key: 1-{KEY_MAX_CHARS} printable characters, got {key!r}")
     if priority is not None and (problem := priority_problem(priority)) is not None:
         raise JobsError(f"{what}: priority: {problem}")
+    if queue is not None and (problem := queue_problem(queue)) is not None:
+        raise JobsError(f"{what}: queue: {problem}")
     if at is not None and after is not None:
         raise JobsError(f"{what}: give at or after, not both")
     if at is not None and (problem := instant_problem(at)) is not None:

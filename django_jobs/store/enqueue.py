@@ -43,10 +43,12 @@ def enqueue(
     at: datetime,
     args: dict[str, Any],
     priority: int | None,
+    queue: str | None = None,
     task: TaskPathRecord | None = None,
 ) -> EnqueueWrite | None:
     """One occurrence of the policy record ``(tenant, policy_key)`` at ``at``, trigger
-    ``enqueued``, and the NOTIFY that wakes replicas when the caller commits. One statement.
+    ``enqueued``, on ``queue`` (``None``: the record's), and the NOTIFY that wakes replicas
+    when the caller commits. One statement.
     ``None`` when there is no such record (the caller creates it and calls again); with an
     existing ``occurrence_id`` nothing changes (``created`` False). An ``at`` outside the
     window of instants (``timing.check_instant``) is refused (``InvalidTiming``), never
@@ -60,6 +62,7 @@ def enqueue(
         "at": check_instant("at", at),
         "args": Jsonb(args),
         "priority": priority,
+        "queue": queue,
         "channel": CHANNEL,
         "reason": "enqueue",
     }

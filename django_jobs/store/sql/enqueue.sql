@@ -7,10 +7,11 @@
 INSERT INTO {occurrence} (
     id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
     lease_owner, fencing_token, attempts, failures, last_error_type, last_error_message,
-    args, priority
+    args, priority, queue
 )
 SELECT %(id)s, s.id, s.tenant, %(at)s, %(scheduled)s, '', %(trigger_enqueued)s, %(at)s,
-       '', 0, 0, 0, '', '', %(args)s, COALESCE(%(priority)s::smallint, s.priority)
+       '', 0, 0, 0, '', '', %(args)s, COALESCE(%(priority)s::smallint, s.priority),
+       COALESCE(%(queue)s::text, s.queue)
 FROM {schedule} s
 WHERE s.tenant = %(tenant)s AND s.key = %(key)s
 ON CONFLICT (id) DO NOTHING

@@ -23,13 +23,14 @@ inserted AS (
     INSERT INTO {occurrence} (
         id, schedule_id, tenant, scheduled_at, state, skip_reason, trigger, due_at,
         lease_owner, fencing_token, attempts, failures, finished_at,
-        last_error_type, last_error_message, args, priority
+        last_error_type, last_error_message, args, priority, queue
     )
     SELECT i.id, i.schedule_id, i.tenant, i.scheduled_at,
            CASE WHEN i.skip_reason = '' THEN %(scheduled)s ELSE %(skipped)s END,
            i.skip_reason, i.trg, i.scheduled_at, '', 0, 0, 0,
            CASE WHEN i.skip_reason = '' THEN NULL ELSE %(now)s::timestamptz END,
-           '', '', COALESCE(i.args, s.args, '{{}}'::jsonb), COALESCE(s.priority, 0)
+           '', '', COALESCE(i.args, s.args, '{{}}'::jsonb), COALESCE(s.priority, 0),
+           COALESCE(s.queue, 'default')
     FROM input i LEFT JOIN {schedule} s ON s.id = i.schedule_id
     ON CONFLICT (id) DO NOTHING
     RETURNING id, schedule_id, scheduled_at, skip_reason
