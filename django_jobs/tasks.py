@@ -438,6 +438,7 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
             args=payload,
             at=task.run_after,
             priority=task.priority,
+            queue=task.queue_name,
         )
         result = TaskResult(
             task=task,
