@@ -85,6 +85,10 @@ DEFAULTS                  {}       the record defaults: ``schedule()`` fields a 
                                    ``@job`` (``retry``, ``timeout``, ``retention``,
                                    ``priority``; ``operating_owner`` as its ``owner``);
                                    read when the declaration is made
+QUEUES                    {}       fleet-wide limits per queue: ``{"reports":
+                                   {"MAX_RUNNING": 2}}`` lets at most 2 occurrences of
+                                   queue ``reports`` run at once, however many replicas
+                                   serve it; read by claims at every pass
 ========================  =======  =====================================================
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
@@ -136,6 +140,13 @@ class JobsSettings:
     METRICS_WINDOW_SECONDS: float = 300
     RUNTIME_JOBS: tuple[str, ...] = ()
     DEFAULTS: dict[str, Any] = field(default_factory=dict)
+    # Fleet-wide limits per queue: {name: {"MAX_RUNNING": n}}, validated (``_queues``).
+    QUEUES: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    @property
+    def max_running(self) -> dict[str, int]:
+        """Each limited queue's ``MAX_RUNNING``: how many of its occurrences may run at once."""
+        return {name: limits["MAX_RUNNING"] for name, limits in self.QUEUES.items()}
 
     @property
     def paused_all(self) -> bool:
@@ -220,6 +231,7 @@ def get_settings() -> JobsSettings:
     metrics_token = _metrics_token(raw.pop("METRICS_TOKEN", None))
     runtime_jobs = _job_names("RUNTIME_JOBS", raw.pop("RUNTIME_JOBS", ()))
     defaults = _defaults(raw.pop("DEFAULTS", {}))
+    queues = _queues(raw.pop("QUEUES", {}))
     for key, value in raw.items():
         if not isinstance(value, int | float) or isinstance(value, bool):
             raise ConfigurationError(f"DJANGO_JOBS['{key}'] must be a number, got {value!r}")
@@ -254,6 +266,7 @@ def get_settings() -> JobsSettings:
         METRICS_TOKEN=metrics_token,
         RUNTIME_JOBS=runtime_jobs,
         DEFAULTS=defaults,
+        QUEUES=queues,
     )
 
 
@@ -276,6 +289,38 @@ def _defaults(value: Any) -> dict[str, Any]:
         where = f"['{name}']" if name else ""
         raise ConfigurationError(f"DJANGO_JOBS['DEFAULTS']{where}: {message}")
     return dict(value)
+
+
+# The most a queue's MAX_RUNNING may be (a claim counts that many rows under its lock).
+MAX_RUNNING_LIMIT = 100_000
+
+
+def _queues(value: Any) -> dict[str, dict[str, int]]:
+    """``DJANGO_JOBS["QUEUES"]``: each key a queue's name, each value {"MAX_RUNNING": n}."""
+    from .spec import queue_problem
+
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            "DJANGO_JOBS['QUEUES'] must be a dict of queue names to their limits, such as "
+            f"{{'reports': {{'MAX_RUNNING': 2}}}}, got {value!r}"
+        )
+    queues = {}
+    for name, limits in value.items():
+        if (problem := queue_problem(name)) is not None:
+            raise ConfigurationError(f"DJANGO_JOBS['QUEUES']: queue name {problem}")
+        where = f"DJANGO_JOBS['QUEUES'][{name!r}]"
+        if not isinstance(limits, dict) or set(limits) != {"MAX_RUNNING"}:
+            raise ConfigurationError(
+                f"{where} must be {{'MAX_RUNNING': n}} (the only limit), got {limits!r}"
+            )
+        most = limits["MAX_RUNNING"]
+        if type(most) is not int or not 1 <= most <= MAX_RUNNING_LIMIT:
+            raise ConfigurationError(
+                f"{where}['MAX_RUNNING'] must be a whole number from 1 to "
+                f"{MAX_RUNNING_LIMIT}, got {most!r}"
+            )
+        queues[name] = {"MAX_RUNNING": most}
+    return queues
 
 
 def _paused_schedules(value: Any) -> tuple[str, ...]:

@@ -48,8 +48,7 @@ def _run_fields() -> str:
     return sql.SQL(", ").join(fields).as_string(None)
 
 
-QUERIES = load_queries(
-    "claims",
+_FRAGMENTS = dict(
     claimable_states=CLAIMABLE_IN,
     run_values_loadable=_all_loadable("s", _RUN_VALUES),
     due_at_loadable=_loadable("o.due_at", "timestamptz"),
@@ -59,6 +58,12 @@ QUERIES = load_queries(
     run_fields=_run_fields(),
     fencing_tokens=sql.Literal(FENCING_TOKENS).as_string(None),
 )
+# ``claim``: every queue but those given apart (the limited ones, each claimed on its own
+# under its lock); ``claim_queue``: one queue, over its range of django_jobs_occurrence_queue.
+QUERIES = load_queries(
+    "claims", queue_filter="o.queue <> ALL(%(other_queues)s::text[])", **_FRAGMENTS
+)
+QUEUE_QUERIES = load_queries("claims", queue_filter="o.queue = %(queue)s::text", **_FRAGMENTS)
 
 
 def claim_runs(
@@ -70,6 +75,9 @@ def claim_runs(
     tenant: str | None = None,
     exclude_keys: Sequence[str] = (),
     start_now: int | None = None,
+    queue: str | None = None,
+    other_queues: Sequence[str] = (),
+    max_running: int | None = None,
 ) -> Claimed:
     """Take up to ``limit`` due occurrences for ``owner``; return their leases, oldest first,
     each with its schedule (the ``RUN_FIELDS`` loaded).
@@ -108,29 +116,46 @@ def claim_runs(
     before the planner could know. Retries and operators' runs wait for the one running. An
     occurrence whose tenant is not its schedule's (a row written behind the store's back) is
     never run: it goes ``dead`` (``TenantMismatch``) and is returned in ``Claimed.forged``.
+
+    With ``queue``, only that queue's occurrences, else every queue but ``other_queues``;
+    with ``max_running``, within the queue's fleet-wide limit (``_take_due``).
     """
     now = ensure_aware_utc(now, name="now")
     expires = now + lease_for
-    params = {
-        "now": now,
-        "expires": expires,
-        "owner": owner,
-        "start_now": start_now,
-        "limit": limit,
-        "tenant": tenant,
-        "excluded": list(exclude_keys),
-    }
-    return _claimed(_take_due(params), owner=owner, expires=expires)
+    params = dict(now=now, expires=expires, owner=owner, start_now=start_now, limit=limit)
+    params |= dict(tenant=tenant, excluded=list(exclude_keys), queue=queue)
+    params["other_queues"] = list(other_queues)
+    return _claimed(_take_due(params, max_running=max_running), owner=owner, expires=expires)
 
 
-def _take_due(params: dict[str, Any]) -> list[Any]:
-    """Run the claim statement with the due index walked in order; its rows."""
+def _take_due(params: dict[str, Any], *, max_running: int | None = None) -> list[Any]:
+    """Run the claim statement with the due index walked in order; its rows.
+
+    With ``params["queue"]``, the statement walks one range of django_jobs_occurrence_queue
+    in claim order: no row of another queue is read. With ``max_running`` (the queue's
+    fleet-wide limit, ``DJANGO_JOBS["QUEUES"]``) it first takes the queue's lock (advisory,
+    until the transaction ends: ``queue_lock``), then counts the queue's processing
+    occurrences whose lease has not lapsed, in a statement of its own that sees every claim
+    committed before the lock was granted, and takes at most the difference: claimers of the
+    queue on every replica take turns, so no two count one free slot.
+    """
+    if max_running is not None and params["queue"] is None:
+        raise ValueError("max_running limits one queue: give its queue")
+    queries = QUERIES if params["queue"] is None else QUEUE_QUERIES
     with transaction.atomic():
+        if max_running is not None:
+            _execute(QUERIES["queue_lock"], {"queue": params["queue"]})
+            (row,) = _named_rows(
+                QUERIES["queue_running"], {"queue": params["queue"], "now": params["now"]}
+            )
+            params = {**params, "limit": min(params["limit"], max_running - row.running)}
+            if params["limit"] <= 0:
+                return []
         # Whatever the statistics say: right after a burst was planned they still describe a
         # near-empty table, and the planner would sort every due row to return the first
         # ``limit``. Settings local to this transaction.
         previous = _walk_the_due_index()
-        rows = _named_rows(QUERIES["claim"], params)
+        rows = _named_rows(queries["claim"], params)
         if len(connection.atomic_blocks) > 1:
             _restore_planner(previous)  # inside a caller's transaction: give them back
     return rows
@@ -209,6 +234,7 @@ def _lease(row: Any, *, owner: str, expires: datetime) -> Lease:
         trigger=row.trigger,
         failures=row.failures,
         args=_args(row.args),
+        queue=row.queue,
     )
 
 

@@ -75,6 +75,7 @@ class Lease:
     failures: int = 0  # failed attempts before this one
     # The occurrence's arguments (``Run.args``): never logged.
     args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False, repr=False)
+    queue: str = "default"  # the occurrence's queue (``Occurrence.queue``)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,10 @@ def heartbeat(
     concurrency: int,
     running: int,
     threads: dict[str, str] | None = None,
+    queues: list[dict[str, object]] | None = None,
 ) -> None:
-    """Register or refresh this replica's row (one upsert), with its threads' statuses."""
+    """Register or refresh this replica's row (one upsert), with its threads' statuses and
+    the queues it serves ({"name", "concurrency"} each; [] every queue)."""
     _execute(
         QUERIES["heartbeat"],
         {
@@ -53,6 +55,7 @@ def heartbeat(
             "conc": concurrency,
             "running": running,
             "threads": Jsonb(threads or {}),
+            "queues": Jsonb(queues or []),
         },
     )
 
@@ -63,13 +66,16 @@ def next_wakeup(
     exclude_keys: Sequence[str] = (),
     jobs: Sequence[str] | None = None,
     ahead: timedelta = timedelta(0),
+    queues: Sequence[str] | None = None,
 ) -> datetime | None:
     """The earliest instant at which planning or claiming has work: a schedule's next due
     instant less ``ahead`` (``next_schedule_due``) or a claimable occurrence's ``due_at``.
     Two walks of a due index, each stopping at its first row. What this replica would
     not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
-    jobs) is left out: a replica never wakes for work it then leaves."""
-    (row,) = _named_rows(QUERIES["next_wakeup"], _next_params(exclude_keys, jobs, ahead))
+    jobs; with ``queues``, occurrences of other queues) is left out: a replica never wakes
+    for work it then leaves."""
+    params = {**_next_params(exclude_keys, jobs, ahead), "queues": queues}
+    (row,) = _named_rows(QUERIES["next_wakeup"], params)
     return row.wakeup.astimezone(UTC) if row.wakeup is not None else None
 
 

@@ -1,5 +1,18 @@
 -- Claims: due occurrences taken under a fresh lease, oldest first, FOR UPDATE SKIP LOCKED.
 
+-- name: queue_lock
+-- A queue's fleet-wide limit (DJANGO_JOBS["QUEUES"]): claims of the queue take this lock,
+-- until their transaction ends, before counting its running occurrences (``queue_running``,
+-- a statement of its own: its snapshot is taken after the lock is held, so it sees every
+-- claim committed before). Two claimers can never both count a slot as free.
+SELECT pg_advisory_xact_lock(hashtext('django_jobs.queue'), hashtext(%(queue)s))
+
+-- name: queue_running
+-- A queue's running occurrences: processing with a lease that has not lapsed (a lapsed one
+-- holds no slot: a claim may take it over). Its own small index (django_jobs_occurrence_running).
+SELECT count(*) AS running FROM {occurrence}
+WHERE queue = %(queue)s AND state = %(processing)s AND lease_expires_at > %(now)s
+
 -- name: walk_the_due_index
 -- Turns off, for the rest of the transaction, the plans that read every due row, and returns
 -- the settings they had: the target list is evaluated left to right, so each is read before
@@ -69,6 +82,10 @@ WITH due AS (
       AND {due_at_loadable}
       AND {scheduled_at_loadable}
       AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
+      -- Which queues: every queue but the limited ones (``claim``, a walk of the claim
+      -- index), or one queue (``claim_queue``, a walk of django_jobs_occurrence_queue's range
+      -- of that queue, in the same claim order).
+      AND {queue_filter}
       -- The kill switch, by the schedule's tenant and key.
       AND {not_paused}
       -- A run missed before it ever started waits for the planner to apply the
@@ -159,7 +176,7 @@ claimed AS (
     WHERE o.id = picked.id AND NOT picked.forged
       AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
     RETURNING o.id, o.fencing_token, o.schedule_id, o.tenant, o.scheduled_at,
-              o.attempts, o.trigger, o.failures, o.args, picked.due_at AS was_due,
+              o.attempts, o.trigger, o.failures, o.args, o.queue, picked.due_at AS was_due,
               picked.claim_order, picked.overlap, picked.place,
               -- A lapsed lease whose attempt had started, taken over: who lost it.
               CASE WHEN picked.lapsed THEN picked.holder END AS lost_by
@@ -189,7 +206,7 @@ new_attempts AS (
     FROM claimed
 )
 SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
-       c.attempts, c.trigger, c.failures, c.args, c.was_due, c.claim_order,
+       c.attempts, c.trigger, c.failures, c.args, c.queue, c.was_due, c.claim_order,
        c.lost_by, NULL AS error,
        {run_fields}
 FROM claimed c JOIN {schedule} s ON s.id = c.schedule_id
@@ -198,7 +215,7 @@ UNION ALL
 -- or enqueued work past its max_delay): nothing to run (no token). Which, in the trigger
 -- column; with what the alerts say of them (signals.py).
 SELECT e.id, NULL, e.schedule_id, e.tenant, e.scheduled_at, e.attempts, e.why, NULL, NULL,
-       NULL, NULL, NULL, e.error,
+       NULL, NULL, NULL, NULL, e.error,
        {run_fields}
 FROM (SELECT id, schedule_id, tenant, scheduled_at, attempts, %(worker_lost)s AS why,
              last_error_message AS error FROM exhausted

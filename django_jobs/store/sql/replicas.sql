@@ -2,11 +2,12 @@
 
 -- name: heartbeat
 INSERT INTO {replica}
-    (id, host, pid, started_at, heartbeat_at, state, concurrency, running, threads)
+    (id, host, pid, started_at, heartbeat_at, state, concurrency, running, threads, queues)
 VALUES (%(id)s, %(host)s, %(pid)s, %(started)s, %(now)s, %(state)s, %(conc)s, %(running)s,
-        %(threads)s)
+        %(threads)s, %(queues)s)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = EXCLUDED.heartbeat_at,
-    state = EXCLUDED.state, running = EXCLUDED.running, threads = EXCLUDED.threads
+    state = EXCLUDED.state, running = EXCLUDED.running, threads = EXCLUDED.threads,
+    queues = EXCLUDED.queues
 
 -- name: next_schedule_due
 -- When the next plan pass has work: the earliest next due instant less the plan-ahead
@@ -33,6 +34,8 @@ SELECT LEAST(
        -- read every due row through a bitmap and sort them, whenever the statistics are
        -- older than a burst.
        AND ({due_at_loadable}) IS TRUE
+       -- Only the queues the replica serves (NULL: every queue).
+       AND (%(queues)s::text[] IS NULL OR o.queue = ANY(%(queues)s::text[]))
        AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
             SELECT 1 FROM {schedule} s WHERE s.id = o.schedule_id
               AND {not_paused}))
