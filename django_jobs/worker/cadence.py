@@ -8,6 +8,7 @@ on a NOTIFY (an operator's enable or run-now, another replica's plan), and every
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import structlog
@@ -30,8 +31,16 @@ class PlanCadence:
     """The instant of the replica's next plan pass (``plan_at``; ``None``: plan at every step)
     and the plan pass itself."""
 
-    def __init__(self, *, replica_id: str, settings: JobsSettings, jobs: Registry) -> None:
+    def __init__(
+        self,
+        *,
+        replica_id: str,
+        settings: JobsSettings,
+        jobs: Registry,
+        queues: Sequence[str] | None = None,
+    ) -> None:
         self.replica_id, self.settings, self.registry = replica_id, settings, jobs
+        self.queues = None if queues is None else list(queues)  # None: every queue
         self.plan_at: datetime | None = None
         # Occurrences this replica planned since it last refreshed the table's statistics.
         self.planned_unanalyzed = 0
@@ -64,6 +73,7 @@ class PlanCadence:
             exclude_keys=kill_switch.PAUSED_SCHEDULES,
             jobs=self.jobs(),
             ahead=self.settings.plan_ahead,
+            queues=self.queues,
         )
         if due is not None:
             self.bring_forward(due)

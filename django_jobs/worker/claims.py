@@ -4,6 +4,8 @@ are short."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
@@ -29,8 +31,23 @@ class StepResult(NamedTuple):
 NOTHING = StepResult(claimed=0, asked=0)
 
 
+class Queue(NamedTuple):
+    """A queue a replica serves (``runworker --queue NAME[:N]``), with its run threads."""
+
+    name: str
+    concurrency: int
+
+
 class Claims:
-    """Claims as many due occurrences as the replica has room for, and starts them."""
+    """Claims as many due occurrences as the replica has room for, and starts them.
+
+    Without ``queues`` the replica serves every queue with ``concurrency`` run threads; with
+    them, each queue with its own threads (their sum is the replica's concurrency), claimed
+    one queue at a time over its range of the queue index. A queue limited fleet-wide
+    (``DJANGO_JOBS["QUEUES"]``) is always claimed on its own, under its lock
+    (``store.claim_runs(max_running=)``), and never ahead of a free thread: an occurrence
+    claimed ahead would hold one of its few slots while it waits.
+    """
 
     def __init__(
         self,
@@ -42,25 +59,87 @@ class Claims:
         inflight: InFlight,
         threads: RunThreads,
         stopping: threading.Event,
+        queues: Sequence[Queue] = (),
     ) -> None:
         self.replica_id, self.tenant, self.concurrency = replica_id, tenant, concurrency
         self.settings, self.inflight, self.threads = settings, inflight, threads
         self.stopping = stopping
+        self.queues = tuple(queues)
+        # Whether the last pass found a limited queue at its limit: the loop then looks for
+        # its work again after a short wait, not at once (``full_wait``).
+        self.full = False
 
     def claim(self, now: datetime) -> StepResult:
         """Claim up to the free slots (run threads, plus those ahead) and start each run."""
-        running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
-        ahead = self.ahead()
-        if ahead and running > self.concurrency:
+        paused = get_settings()  # the kill switch and the queue limits: read at every pass
+        if self.stopping.is_set() or paused.paused_all:
+            return NOTHING
+        limits = paused.max_running
+        self.full = False
+        claimed = asked = 0
+        if not self.queues:
+            running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
+            step = self._claim_one(
+                now,
+                paused,
+                running=running,
+                concurrency=self.concurrency,
+                others=sorted(limits),
+            )
+            claimed, asked = claimed + step.claimed, asked + step.asked
+            for name in sorted(limits):  # each limited queue on its own, sharing the threads
+                running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
+                step = self._claim_one(
+                    now,
+                    paused,
+                    running=running,
+                    concurrency=self.concurrency,
+                    queue=name,
+                    max_running=limits[name],
+                )
+                claimed, asked = claimed + step.claimed, asked + step.asked
+            return StepResult(claimed, asked)
+        by_queue = Counter(
+            run.lease.queue for run in self.inflight.in_state(RunState.CLAIMED, RunState.RUNNING)
+        )
+        for queue in self.queues:
+            step = self._claim_one(
+                now,
+                paused,
+                running=by_queue[queue.name],
+                concurrency=queue.concurrency,
+                queue=queue.name,
+                max_running=limits.get(queue.name),
+                ahead=0,
+            )
+            claimed, asked = claimed + step.claimed, asked + step.asked
+        return StepResult(claimed, asked)
+
+    def _claim_one(
+        self,
+        now: datetime,
+        paused: JobsSettings,
+        *,
+        running: int,
+        concurrency: int,
+        queue: str | None = None,
+        others: Sequence[str] = (),
+        max_running: int | None = None,
+        ahead: int | None = None,
+    ) -> StepResult:
+        """One claim: of ``queue`` (or every queue but ``others``), for ``concurrency``
+        threads of which ``running`` are taken."""
+        if ahead is None:
+            ahead = 0 if max_running is not None else self.ahead()
+        if ahead and running > concurrency:
             # Every thread is busy and work claimed ahead still waits: claim again when a
             # thread may go idle, then a full batch, not one occurrence per finished run.
             return NOTHING
-        free = self.concurrency + ahead - running
-        paused = get_settings()  # the kill switch is read afresh at every pass
-        if free <= 0 or self.stopping.is_set() or paused.paused_all:
+        free = concurrency + ahead - running
+        if free <= 0:
             return NOTHING
         asked = min(free, self.settings.CLAIM_BATCH_SIZE)
-        start_now = max(0, self.concurrency - running)  # the rest wait for a thread
+        start_now = max(0, concurrency - running)  # the rest wait for a thread
         claimed = store.claim_runs(
             owner=self.replica_id,
             now=now,
@@ -69,6 +148,9 @@ class Claims:
             tenant=self.tenant,
             exclude_keys=paused.PAUSED_SCHEDULES,
             start_now=start_now,
+            queue=queue,
+            other_queues=others,
+            max_running=max_running,
         )
         for occurrence in claimed.dead:
             log.error("occurrence.dead", occurrence=str(occurrence), error_type=store.WORKER_LOST)
@@ -85,7 +167,10 @@ class Claims:
             self.threads.start(lease, schedule, now, ahead=n >= start_now)
         ended = len(claimed.dead) + len(claimed.forged) + len(claimed.overlapped)
         ended += len(claimed.late)
-        return StepResult(len(claimed.runs) + ended, asked)
+        took = len(claimed.runs) + ended
+        if max_running is not None and took < asked:
+            self.full = True  # at its limit (or nothing more due): look again shortly
+        return StepResult(took, asked)
 
     def ahead(self) -> int:
         """How many occurrences to claim beyond the free run threads.
@@ -100,4 +185,4 @@ class Claims:
         return self.settings.CLAIM_AHEAD if self.threads.times.short() else 0
 
 
-__all__ = ["NOTHING", "Claims", "StepResult"]
+__all__ = ["NOTHING", "Claims", "Queue", "StepResult"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import structlog
@@ -30,7 +30,7 @@ from ..conf import JobsSettings, get_settings
 from ..models import ReplicaState
 from ..registry import Registry, registry
 from .cadence import PlanCadence
-from .claims import Claims, StepResult
+from .claims import Claims, Queue, StepResult
 from .completer import Completer
 from .deadlines import Deadlines, DeadlineWatch
 from .executor import Execution
@@ -61,6 +61,10 @@ EXIT_THREAD_FAILED = 4  # a thread of the replica crashed too often: restart thi
 # Seconds ``run_pass`` waits for its runs between timeout checks; a finished run pokes the
 # loop awake, so this is only an upper bound.
 PASS_WAIT_SECONDS = 0.5
+# How long an idle replica waits before it looks again at a queue it found at its fleet-wide
+# limit (``DJANGO_JOBS["QUEUES"]``): a slot frees when a run on any replica ends, which wakes
+# no other replica.
+FULL_QUEUE_WAIT_SECONDS = 0.5
 # How long ``close`` (after ``run_pass``) waits for the completer's last writes.
 COMPLETER_CLOSE_SECONDS = 30.0
 THREAD_JOIN_SECONDS = 5.0  # the lease keeper's and retention's threads, at exit
@@ -84,10 +88,16 @@ class Worker:
         settings: JobsSettings | None = None,
         listen: bool = True,
         inline: bool = False,
+        queues: Sequence[tuple[str, int]] = (),
     ) -> None:
         """``inline`` runs each occurrence in the calling thread, inside the caller's
         transaction (for tests; see ``django_jobs.testing.run_due``). ``listen`` opens the
-        LISTEN connection that lets other replicas wake this one."""
+        LISTEN connection that lets other replicas wake this one. ``queues``: the queues it
+        serves, each with its run threads (``runworker --queue NAME[:N]``); their sum is its
+        concurrency. None given: every queue, with ``concurrency`` threads."""
+        self.queues = tuple(Queue(name, threads) for name, threads in queues)
+        if self.queues:
+            concurrency = sum(q.concurrency for q in self.queues)
         if concurrency < 1:
             raise ValueError(f"concurrency must be 1 or more, got {concurrency}")
         self.replica_id = replica_id or default_replica_id()
@@ -111,7 +121,12 @@ class Worker:
         self._outages = LoopOutage(self.clock, patterns=patterns, wakeup=self.wakeup)
         self.outage = self._outages.outage  # the replica's outage log, shared by every thread
         self._tally = Tally()
-        self._cadence = PlanCadence(replica_id=self.replica_id, settings=self.settings, jobs=jobs)
+        self._cadence = PlanCadence(
+            replica_id=self.replica_id,
+            settings=self.settings,
+            jobs=jobs,
+            queues=[q.name for q in self.queues] if self.queues else None,
+        )
         self._assemble_heartbeat(concurrency)
         self._retention: RetentionKeeper | None = None  # started by ``serve``
         self._assemble_runs(jobs)
@@ -129,6 +144,7 @@ class Worker:
             lease=self.settings.lease,
             drain=self.settings.shutdown_grace
             + timedelta(seconds=self.settings.TIMEOUT_GRACE_SECONDS),
+            queues=[q._asdict() for q in self.queues],
         )
         self._progress = Progress(STALL_HEARTBEATS * self.settings.HEARTBEAT_SECONDS)
         self._heartbeat_keeper = HeartbeatKeeper(
@@ -177,6 +193,7 @@ class Worker:
             inflight=self.inflight,
             threads=self._threads,
             stopping=self.stopping,
+            queues=self.queues,
         )
 
     def _assemble_guards(self) -> None:
@@ -375,7 +392,12 @@ class Worker:
         self._cadence.plan_now(self.clock.now())
         self._progress.mark()
         self._heartbeat_keeper.start()
-        log.info("worker.started", replica=self.replica_id, concurrency=self.concurrency)
+        log.info(
+            "worker.started",
+            replica=self.replica_id,
+            concurrency=self.concurrency,
+            queues=",".join(f"{q.name}:{q.concurrency}" for q in self.queues) or "*",
+        )
         while not self.stopping.is_set():
             self._progress.mark()
             try:
@@ -413,6 +435,10 @@ class Worker:
         free = self.inflight.count(RunState.CLAIMED, RunState.RUNNING) < self.concurrency
         if free and self.supervisor.guards_alive():  # else nothing is claimed: no spinning
             due = self._cadence.next_work(now)
+            if due is not None and self._claims.full:
+                # A limited queue was at its limit: its due work waits for a slot that a run
+                # on any replica frees, so look again shortly instead of at once.
+                due = max(due, now + timedelta(seconds=FULL_QUEUE_WAIT_SECONDS))
             if due is not None:
                 candidates.append(due)
         return max(0.0, (min(candidates) - now).total_seconds())

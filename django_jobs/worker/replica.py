@@ -77,8 +77,10 @@ class Heartbeat:
         every: timedelta,
         lease: timedelta | None = None,
         drain: timedelta = timedelta(0),
+        queues: list[dict[str, object]] | None = None,
     ) -> None:
         self.replica_id, self.clock, self.started_at = replica_id, clock, started_at
+        self.queues = queues or []  # served queues ({"name", "concurrency"}); []: every one
         self.concurrency, self.inflight, self.every = concurrency, inflight, every
         self.next_at = started_at  # when the next heartbeat is due
         self.silent = None if lease is None else max(every * GONE_AFTER_HEARTBEATS, lease)
@@ -114,6 +116,7 @@ class Heartbeat:
             concurrency=self.concurrency,
             running=len(self.inflight),
             threads=threads or {},
+            queues=self.queues,
         )
         self.next_at = now + self.every
         if self.silent is not None and state == ReplicaState.RUNNING:

@@ -19,10 +19,42 @@ from ...exceptions import ConfigurationError
 from ...logging import log_to_stderr_unless_configured
 from ...metrics import serve_worker_metrics
 from ...services import SyncReport, sync_schedules
+from ...spec import queue_problem
 from ...worker.loop import Worker
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
+
+
+# The most run threads one queue (``--queue NAME:N``) or a replica may have.
+MAX_THREADS = 1000
+
+
+def parse_queues(given: list[str], *, default: int) -> list[tuple[str, int]]:
+    """``--queue`` values (``NAME`` or ``NAME:N``) as (name, run threads); refuses a bad
+    name, a bad N and a queue named twice, naming the option and the value."""
+    queues: dict[str, int] = {}
+    for value in given:
+        name, colon, count = value.partition(":")
+        if (problem := queue_problem(name)) is not None:
+            raise CommandError(f"--queue {value!r}: the queue's name {problem}")
+        threads = default
+        if colon:
+            if not count.isdigit() or not 1 <= int(count) <= MAX_THREADS:
+                raise CommandError(
+                    f"--queue {value!r}: the run threads after ':' must be a whole number "
+                    f"from 1 to {MAX_THREADS}, got {count!r}"
+                )
+            threads = int(count)
+        if name in queues:
+            raise CommandError(f"--queue {value!r}: queue {name!r} is named twice")
+        queues[name] = threads
+    if sum(queues.values()) > MAX_THREADS:
+        raise CommandError(
+            f"--queue: the queues' run threads add up to {sum(queues.values())}, more than "
+            f"{MAX_THREADS}"
+        )
+    return list(queues.items())
 
 
 class Command(BaseCommand):
@@ -37,7 +69,20 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="Run what is due now, then exit.")
         parser.add_argument(
-            "--concurrency", type=int, default=1, help="How many occurrences run at once."
+            "--concurrency",
+            type=int,
+            default=None,
+            help="How many occurrences run at once (default 1); with --queue, the run "
+            "threads of each queue named without its own :N.",
+        )
+        parser.add_argument(
+            "--queue",
+            action="append",
+            default=[],
+            metavar="NAME[:N]",
+            help="Serve only this queue (repeatable; default: every queue), with N run "
+            "threads of its own (default: --concurrency, else 1). The replica's concurrency "
+            "is the sum.",
         )
         parser.add_argument(
             "--replica-id", default=None, help="This replica's name (default: host:pid:random)."
@@ -80,11 +125,15 @@ class Command(BaseCommand):
             refuse_partial_set()
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from None
+        concurrency = options["concurrency"]
+        if concurrency is not None and concurrency < 1:
+            raise CommandError(f"--concurrency must be 1 or more, got {concurrency}")
         worker = Worker(
             replica_id=options["replica_id"],
             clock=self.make_clock(),
             tenant=options["tenant"],
-            concurrency=options["concurrency"],
+            concurrency=concurrency or 1,
+            queues=parse_queues(options["queue"], default=concurrency or 1),
         )
 
         def stop(signum: int, frame: FrameType | None) -> None:
