@@ -90,3 +90,9 @@ def int_keyed_result() -> dict[int, str]:
 def too_large_result() -> str:
     """A string longer than the 64 KiB the worker keeps of a result."""
     return "x" * 70_000
+
+
+@task()
+def returns_tuple() -> tuple[int, int]:
+    """A tuple, which the framework makes a list (normalize_json)."""
+    return (1, 2)
