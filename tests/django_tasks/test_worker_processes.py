@@ -30,7 +30,7 @@ def run_once(start) -> Callable[[str], Replica]:
     """Run a ``runworker --once`` replica until it exits; it must exit 0."""
 
     def run_once(name: str) -> Replica:
-        replica = start(name, once=True)
+        replica: Replica = start(name, once=True)
         code = replica.wait_exit(timeout=120)
         assert code == 0, log_tail(replica)
         return replica
