@@ -6,6 +6,7 @@ that faults play out in seconds. Logs are JSON lines on stderr, for the tests to
 
 from __future__ import annotations
 
+import json
 import os
 
 import structlog
@@ -25,6 +26,7 @@ DJANGO_JOBS = {
     "HEARTBEAT_SECONDS": 1,
     "POLL_SECONDS": float(os.environ.get("JOBS_POLL_SECONDS", "1")),
     "RETENTION_SECONDS": float(os.environ.get("JOBS_RETENTION_SECONDS", "60")),
+    "QUEUES": json.loads(os.environ.get("JOBS_QUEUES", "{}")),  # fleet-wide queue limits
 }
 
 LOGGING = {

@@ -219,3 +219,13 @@ def query_of_death(run: Run) -> None:
     trips a session-killing timeout does, while the store itself stays up."""
     _append("query-of-death", f"{run.occurrence_key} {run.attempt}")
     probes.end_own_session()
+
+
+@job("proc.span", departure=HARNESS)
+def span(run: Run) -> None:
+    """Notes ``<start> <end>`` (``time.monotonic()``, one clock for every process of the
+    machine) in ``spans`` around a wait of ``JOBS_TEST_SPAN_SECONDS`` (0.4 s): how many ran
+    at once, measured by the handlers themselves (issue #36's fleet-wide queue limit)."""
+    started = time.monotonic()
+    time.sleep(float(os.environ.get("JOBS_TEST_SPAN_SECONDS", "0.4")))
+    _append("spans", f"{started} {time.monotonic()} {run.occurrence_key}")
