@@ -32,3 +32,13 @@ class PermanentFailure(JobsError):
 
 class UnknownJob(JobsError):
     """A schedule names a job that no `@job` handler registered."""
+
+
+class WorkerLost(JobsError):
+    """Recorded (never raised) when an occurrence's lost attempts used up its ``max_attempts``:
+    the worker running it stopped before recording an outcome (``store.WORKER_LOST``)."""
+
+
+class TenantMismatch(JobsError):
+    """Recorded (never raised) when an occurrence names another tenant than its schedule's: it
+    was not written by django_jobs and is not run (``store.TENANT_MISMATCH``)."""

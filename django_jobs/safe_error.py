@@ -1,8 +1,10 @@
 """What of a job's exception may be stored, logged and shown to operators.
 
-Only the exception's type and a bounded, single-paragraph message are kept: never a traceback,
-never frame locals, never settings. Secrets in the message are replaced by ``[redacted]``
-before it is bounded, stored or logged.
+Only the exception's type and a bounded, single-paragraph message are kept: never frame locals,
+never settings, and a traceback only for a job that asks for one (the Tasks handler: the
+framework's ``TaskError.traceback``), redacted line by line and cut to its last
+``TRACEBACK_MAX_CHARS``. Secrets in the message are replaced by ``[redacted]`` before it is
+bounded, stored or logged.
 
 Redaction is pattern matching over the first 64 KiB of the message; it hides a value by the
 shape that carries it:
@@ -45,6 +47,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -329,8 +332,29 @@ class SafeError:
             message=bound(redact(_message(exc), patterns), max_chars),
         )
 
+    @classmethod
+    def with_traceback(
+        cls, exc: BaseException, *, max_chars: int = 0, patterns: Iterable[str] = ()
+    ) -> SafeError:
+        """The exception's type, and as its message its traceback (``format_exception``),
+        each line redacted, then cut to its last ``TRACEBACK_MAX_CHARS`` (or ``max_chars``, if
+        larger): the end of a traceback (where it was raised, and the exception itself) is the
+        part that says what went wrong."""
+        patterns = tuple(patterns)
+        safe = cls.from_exception(exc, max_chars=max_chars or 1, patterns=patterns)
+        try:
+            lines = "".join(traceback.format_exception(exc)).splitlines(keepends=True)
+        except Exception:  # a hostile __str__ or __repr__: the message alone, as any job's
+            return cls.from_exception(exc, max_chars=max_chars, patterns=patterns)
+        text = "".join(redact(line, patterns) for line in lines)
+        return cls(type=safe.type, message=bound_tail(text, max(max_chars, TRACEBACK_MAX_CHARS)))
+
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"
+
+
+# The most of a traceback kept (``SafeError.with_traceback``): its last characters.
+TRACEBACK_MAX_CHARS = 8192
 
 
 def loggable(
@@ -355,3 +379,13 @@ def bound(text: str, max_chars: int) -> str:
         return cleaned
     marker = "…[truncated]"
     return cleaned[: max(0, max_chars - len(marker))] + marker
+
+
+def bound_tail(text: str, max_chars: int) -> str:
+    """`text` without control characters (newlines and tabs kept), cut to its last
+    `max_chars` with a visible marker in front."""
+    cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in text)
+    if len(cleaned) <= max_chars:
+        return cleaned
+    marker = "[truncated]…\n"
+    return marker + cleaned[len(cleaned) - max(0, max_chars - len(marker)) :]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import json
 import math
 import sys
 import threading
@@ -34,9 +35,11 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.module_loading import autodiscover_modules
 
-from . import conf
+from . import conf, validation
 from .exceptions import ConfigurationError, JobsError, PermanentFailure
 from .registry import TASKS_JOB_PREFIX, JobPolicies, registry
 from .scheduling.policies import Retry
@@ -88,6 +91,14 @@ normalize_json: Any = _names["normalize_json"]
 
 class TaskArgumentsError(JobsError, TypeError):
     """A task's arguments JSON cannot hold (a ``TypeError``, as the framework raises)."""
+
+
+class TaskLimitExceeded(JobsError, ValueError):
+    """A task's arguments (at enqueue) or return value (after it ran) that the framework would
+    take but django_jobs cannot keep: over its size (``validation.ARGS_MAX_BYTES``,
+    ``RESULT_MAX_BYTES``) or nesting bound, a number JSON has no text for, a NUL character. A
+    ``ValueError``, as the framework raises for a value it cannot take; the message says the
+    limit."""
 
 
 class TaskRefused(PermanentFailure):
@@ -179,8 +190,13 @@ _OPTION_OF = {
 
 
 def register_task_jobs() -> None:
-    """Register the job of each alias of ``TASKS`` that names ``JobsBackend`` (at start-up).
-    Invalid ``OPTIONS`` raise ``ConfigurationError`` naming the alias and the key."""
+    """Register the job of each alias of ``TASKS`` that names ``JobsBackend``: at start-up, at
+    each enqueue (an alias added since), and when ``TASKS`` changes (``override_settings``,
+    which also drops the jobs of the aliases it removed). Invalid ``OPTIONS`` raise
+    ``ConfigurationError`` naming the alias and the key."""
+    from .task_results import connect_finished
+
+    connect_finished()
     for alias, options in conf.tasks_backends().items():
         name = job_name(alias)
         if name in registry.names():
@@ -188,12 +204,22 @@ def register_task_jobs() -> None:
         registry.register(name, run_task, policies=TaskOptions.parse(alias, options).policies)
 
 
+@receiver(setting_changed)
+def _tasks_changed(*, setting: str, **kwargs: Any) -> None:
+    """``TASKS`` changed at run time: the jobs follow its ``JobsBackend`` aliases."""
+    if setting != "TASKS":
+        return
+    aliases = {job_name(alias) for alias in conf.tasks_backends()}
+    for name in registry.names():
+        if name.startswith(TASKS_JOB_PREFIX) and name not in aliases:
+            registry.unregister(name)
+    register_task_jobs()
+
+
 def run_task(run: Run) -> object:
     """The handler of every alias's job: calls the task the occurrence names with its
     arguments (and, for ``takes_context``, a ``TaskContext`` whose ``attempt`` is this run's
     attempt), and returns its return value made JSON (kept as the occurrence's result)."""
-    from .services import now
-
     alias = _own_alias(run)
     payload = run.args
     if payload.get("backend") != alias:
@@ -211,16 +237,33 @@ def run_task(run: Run) -> object:
         value = task.call(TaskContext(task_result=result), *args, **kwargs)
     else:
         value = task.call(*args, **kwargs)
-    if result is not None and task_finished.has_listeners():
-        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
-        object.__setattr__(result, "finished_at", now())
-        object.__setattr__(result, "_return_value", value)
-        task_finished.send(sender=JobsBackend, task_result=result)
-    return normalize_json(value)
+    # task_finished is sent once the worker stored the outcome (``task_results``).
+    return _kept(normalize_json(value), f"task {task.module_path!r} (backend {alias!r})")
 
 
 # django_jobs' own conventions checks (W024): the task function is the command it dispatches.
 run_task.django_jobs_dispatches_its_arguments = True  # type: ignore[attr-defined]
+# A task's failures are stored with their traceback (``TaskError.traceback``).
+run_task.django_jobs_keeps_traceback = True  # type: ignore[attr-defined]
+# A task that exits (exit(), SystemExit) or is interrupted is FAILED at once, never retried.
+run_task.django_jobs_final_errors = (SystemExit, KeyboardInterrupt)  # type: ignore[attr-defined]
+
+
+def _kept(value: Any, what: str, *, arguments: bool = False) -> Any:
+    """``value``, made JSON by the framework (``normalize_json``), as the database keeps it
+    (object keys as JSON writes them: ``{1: "one"}`` is ``{"1": "one"}``); or
+    ``TaskLimitExceeded`` naming ``what`` and the limit."""
+    if value is None:
+        return None
+    try:
+        stored = json.loads(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TaskLimitExceeded(f"{what}: {exc}") from None
+    kept, problem = (validation.arguments if arguments else validation.result)(stored)
+    if problem is not None:
+        field = "its arguments" if arguments else "its return value"
+        raise TaskLimitExceeded(f"{what}: {field}: {problem}")
+    return kept
 
 
 def _own_alias(run: Run) -> str:
@@ -263,7 +306,8 @@ def known_task(path: object, alias: str) -> Any:
     2. Otherwise, if the path is recorded for ``alias`` (``TaskPath``, written at enqueue from
        the ``Task`` object itself), its module is imported: a task may live in any module, one
        the worker never imports on its own included. An unrecorded path is never imported.
-    3. The object found must be a ``Task`` of this alias at that very path.
+    3. The object found must be a ``Task`` at that very path, of this alias, or of another
+       whose path ``JobsBackend.enqueue`` recorded for this one (``using(backend=alias)``).
     """
     found = _defined(path)
     if found is None:
@@ -276,7 +320,7 @@ def known_task(path: object, alias: str) -> Any:
             f"{str(path)[:200]!r} is not a task this process defined or JobsBackend.enqueue "
             f"recorded for backend {alias!r}: enqueue @task functions through the backend"
         )
-    if found.backend != alias:
+    if found.backend != alias and not _recorded(str(path), alias):  # using(backend=alias)
         raise TaskRefused(f"task {path} belongs to backend {found.backend!r}, not {alias!r}")
     return found
 
@@ -336,67 +380,10 @@ def _task(payload: dict[str, Any], alias: str) -> Any:
     )
 
 
-# Occurrence states as the framework's statuses.
-_STATUS = {
-    "scheduled": TaskResultStatus.READY,
-    "failed": TaskResultStatus.READY,  # waiting for its next attempt
-    "processing": TaskResultStatus.RUNNING,
-    "completed": TaskResultStatus.SUCCESSFUL,
-    "dead": TaskResultStatus.FAILED,
-    "skipped": TaskResultStatus.FAILED,
-    "cancelled": TaskResultStatus.FAILED,
-}
-
-
 def _result(task: Any, occurrence_id: UUID, alias: str) -> Any:
-    """The framework's view of the occurrence ``occurrence_id`` of ``alias``'s job."""
-    from .models import Occurrence
-    from .services.enqueue import policy_key
+    from .task_results import read_result
 
-    try:
-        occurrence = Occurrence.objects.get(
-            pk=occurrence_id, schedule__key=policy_key(job_name(alias))
-        )
-    except Occurrence.DoesNotExist:
-        raise TaskResultDoesNotExist(str(occurrence_id)) from None
-    payload = occurrence.args
-    attempts = list(occurrence.attempt_history.order_by("number"))
-    errors = [
-        TaskError(exception_class_path=_class_path(a.error_type), traceback=a.error_message)
-        for a in attempts
-        if a.error_type
-    ]
-    if occurrence.state == "dead" and (not errors or not attempts):
-        errors.append(
-            TaskError(
-                exception_class_path=_class_path(occurrence.last_error_type),
-                traceback=occurrence.last_error_message,
-            )
-        )
-    enqueued = payload.get("enqueued_at")
-    result = TaskResult(
-        task=task or _task(payload, alias),
-        id=str(occurrence.pk),
-        status=_STATUS[occurrence.state],
-        enqueued_at=dt.datetime.fromisoformat(enqueued) if enqueued else None,
-        started_at=attempts[0].started_at if attempts else None,
-        last_attempted_at=attempts[-1].started_at if attempts else None,
-        finished_at=occurrence.finished_at if occurrence.state != "failed" else None,
-        args=payload.get("args", []),
-        kwargs=payload.get("kwargs", {}),
-        backend=alias,
-        errors=errors,
-        worker_ids=[a.replica for a in attempts],
-    )
-    object.__setattr__(result, "_return_value", occurrence.result)
-    return result
-
-
-def _class_path(error_type: str) -> str:
-    """A stored error type as a dotted path the framework can import (builtins named so)."""
-    if not error_type or "." in error_type:
-        return error_type or "django_jobs.exceptions.JobsError"
-    return f"builtins.{error_type}"
+    return read_result(task, occurrence_id, alias)
 
 
 class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
@@ -413,31 +400,38 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
         from .services.enqueue import enqueue_task
 
         self.validate_task(task)
+        register_task_jobs()  # an alias added since start-up (override_settings(TASKS=...))
         enqueued_at = now()
+        what = f"task {task.module_path!r} (backend {self.alias!r})"
         try:
             args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         except (TypeError, ValueError) as exc:
             raise TaskArgumentsError(
-                f"task {task.module_path!r} (backend {self.alias!r}): args: {exc}; a task's "
-                "arguments must be JSON"
+                f"{what}: args: {exc}; a task's arguments must be JSON"
             ) from exc
-        payload = {
-            "task": task.module_path,
-            "backend": self.alias,
-            "args": args,
-            "kwargs": kwargs,
-            "queue": task.queue_name,
-            "priority": task.priority,
-            "run_after": task.run_after.isoformat() if task.run_after else None,
-            "enqueued_at": enqueued_at.isoformat(),
-        }
+        # The framework accepts a whole float (3.0); the record keeps the int.
+        priority = int(task.priority)
+        payload = _kept(
+            {
+                "task": task.module_path,
+                "backend": self.alias,
+                "args": args,
+                "kwargs": kwargs,
+                "queue": task.queue_name,
+                "priority": priority,
+                "run_after": task.run_after.isoformat() if task.run_after else None,
+                "enqueued_at": enqueued_at.isoformat(),
+            },
+            what,
+            arguments=True,
+        )
         done = enqueue_task(
             job_name(self.alias),
             alias=self.alias,
             path=task.module_path,
             args=payload,
             at=task.run_after,
-            priority=task.priority,
+            priority=priority,
             queue=task.queue_name,
         )
         result = TaskResult(

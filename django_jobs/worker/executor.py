@@ -20,15 +20,19 @@ is counted as a failure, so no occurrence is given back forever.
 
 Every exception a handler raises is its failure, ``BaseException`` included: ``SystemExit``
 and ``KeyboardInterrupt`` from a handler are recorded at once, and neither stops the replica.
+A handler may say that its failures keep their traceback (``KEEPS_TRACEBACK``) and which of
+them end the occurrence without a retry (``FINAL_ERRORS``): the Tasks handler does both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import structlog
 from django.db import connection
@@ -226,6 +230,8 @@ def _failed(active: ActiveRun, exc: BaseException, ctx: Execution, *, outage: bo
         return give_back_after_outage(active, ctx, exc)
     if active.reason in GIVEN_BACK_WHEN_CANCELLED and isinstance(exc, Cancelled):
         return _give_back(active, ctx, GiveBack.SHUTDOWN)
+    if isinstance(exc, _handler_says(ctx, active, FINAL_ERRORS, ())):
+        return _dead(active, exc, ctx, outcome=failed_attempt(active.reason))
     return record_failure(active, exc, ctx, outcome=failed_attempt(active.reason))
 
 
@@ -304,12 +310,28 @@ def record_failure(
         return _retry(active, exc, ctx, outcome=outcome, until=until)
 
 
-def _safe(exc: BaseException, ctx: Execution) -> SafeError:
-    return SafeError.from_exception(
+def _safe(exc: BaseException, ctx: Execution, active: ActiveRun) -> SafeError:
+    """What is stored of ``exc``: its type and message; its redacted traceback instead of the
+    message for a job whose handler asks for it (``KEEPS_TRACEBACK``: the Tasks handler)."""
+    keeps = _handler_says(ctx, active, KEEPS_TRACEBACK, False)
+    return (SafeError.with_traceback if keeps else SafeError.from_exception)(
         exc,
         max_chars=ctx.settings.ERROR_MESSAGE_MAX_CHARS,
         patterns=ctx.settings.REDACT_PATTERNS,
     )
+
+
+# What a handler may say of its failures, as attributes of its function (the Tasks handler
+# does): that they are stored with their traceback; which exception types end the occurrence
+# at once, never retried (a task's SystemExit and KeyboardInterrupt).
+KEEPS_TRACEBACK = "django_jobs_keeps_traceback"
+FINAL_ERRORS = "django_jobs_final_errors"
+
+
+def _handler_says(ctx: Execution, active: ActiveRun, name: str, default: Any) -> Any:
+    with contextlib.suppress(UnknownJob):
+        return getattr(ctx.registry.get(active.schedule.job).func, name, default)
+    return default
 
 
 def _dead(
@@ -320,7 +342,7 @@ def _dead(
     outcome: AttemptOutcome = AttemptOutcome.FAILED,
     until: datetime = LATEST,
 ) -> Outcome:
-    error = _safe(exc, ctx)
+    error = _safe(exc, ctx, active)
 
     def write(lease: Lease, now: datetime) -> bool:
         return store.dead_letter(lease, now=now, error=error, outcome=outcome)
@@ -341,7 +363,7 @@ def _retry(
     until: datetime = LATEST,
 ) -> Outcome:
     """Record a failed attempt and when the next one may start (no lease is held meanwhile)."""
-    error = _safe(exc, ctx)
+    error = _safe(exc, ctx, active)
     schedule = active.schedule
     delay = backoff_delay(
         active.lease.failures + 1, base=schedule.backoff, cap=schedule.max_backoff

@@ -1,0 +1,277 @@
+"""The Tasks framework's contract through ``JobsBackend`` where Django's own tests/tasks suite
+found it broken (issue #36, items 1-8): tracebacks, ``SystemExit``, ``task_finished``, JSON
+normalisation, priorities, the framework's exception types for our limits, and aliases added
+at run time. Inline runs on the test's clock, on Django 6 and on Django 5.2 with the backport.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from django_jobs import tasks as backend_module
+from django_jobs.clock import use_clock
+from django_jobs.exceptions import JobsError, WorkerLost
+from django_jobs.models import Occurrence
+from django_jobs.registry import registry
+from django_jobs.safe_error import TRACEBACK_MAX_CHARS
+from django_jobs.tasks import TaskLimitExceeded, job_name
+from django_jobs.testing import FakeClock, run_due
+from django_jobs.validation import ARGS_MAX_BYTES, RESULT_MAX_BYTES
+from tests.workerapp.tasks import task
+
+from .storeutil import claim
+
+TaskResultStatus = backend_module.TaskResultStatus
+
+pytestmark = pytest.mark.django_db
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _inner_failure() -> None:
+    raise RuntimeError("could not connect: password=hunter2")
+
+
+@task()
+def fails_deep() -> None:
+    _inner_failure()
+
+
+@task()
+def fails_long() -> None:
+    raise ValueError("x" * 40_000 + " the end")
+
+
+@task()
+def exits_by_exit() -> None:
+    exit(1)
+
+
+@task()
+def raises_system_exit() -> None:
+    raise SystemExit("This Task failed due to SystemExit")
+
+
+@task()
+def raises_keyboard_interrupt() -> None:
+    raise KeyboardInterrupt("This Task failed due to KeyboardInterrupt")
+
+
+@task()
+def returns_tuple() -> tuple[int, int]:
+    return (1, 2)
+
+
+@task()
+def returns_object() -> object:
+    return object()
+
+
+@task()
+def returns_int_keys() -> dict[int, str]:
+    return {1: "one"}
+
+
+@task()
+def returns_too_much() -> str:
+    return "y" * (RESULT_MAX_BYTES + 1)
+
+
+@task()
+def echo(*args: Any, **kwargs: Any) -> list[Any]:
+    return [list(args), kwargs]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+def drain(clock: FakeClock) -> None:
+    with use_clock(clock):
+        run_due(clock)
+
+
+def run(task_: Any, clock: FakeClock, *args: Any, **kwargs: Any) -> Any:
+    with use_clock(clock):
+        result = task_.enqueue(*args, **kwargs)
+    drain(clock)
+    result.refresh()
+    return result
+
+
+# Item 1: a real traceback, redacted line by line, bounded.
+
+
+def test_a_failed_attempts_error_holds_its_traceback_redacted_line_by_line(clock) -> None:
+    result = run(fails_deep, clock)
+    assert result.status == TaskResultStatus.FAILED
+    traceback = result.errors[0].traceback
+    assert traceback.startswith("Traceback (most recent call last):\n")
+    assert "in fails_deep" in traceback
+    assert "in _inner_failure" in traceback  # the frame that raised
+    # The source line and the message both hold the secret: each line is redacted.
+    assert 'raise RuntimeError("could not connect: password=[redacted]")' in traceback
+    assert traceback.endswith("RuntimeError: could not connect: password=[redacted]\n")
+    assert "hunter2" not in traceback
+    assert result.errors[0].exception_class is RuntimeError
+
+
+def test_a_traceback_is_bounded_keeping_its_end(clock) -> None:
+    traceback = run(fails_long, clock).errors[0].traceback
+    assert len(traceback) <= TRACEBACK_MAX_CHARS
+    assert traceback.startswith("[truncated]")
+    assert traceback.endswith(" the end\n")
+
+
+# Item 2: SystemExit, exit() and KeyboardInterrupt fail the task at once.
+
+
+@pytest.mark.parametrize(
+    ("task_", "exception", "ending"),
+    [
+        (exits_by_exit, SystemExit, "SystemExit: 1\n"),
+        (raises_system_exit, SystemExit, "SystemExit: This Task failed due to SystemExit\n"),
+        (
+            raises_keyboard_interrupt,
+            KeyboardInterrupt,
+            "KeyboardInterrupt: This Task failed due to KeyboardInterrupt\n",
+        ),
+    ],
+)
+def test_a_task_that_exits_is_failed_at_once_with_an_importable_class(
+    clock, task_, exception, ending
+) -> None:
+    result = run(task_, clock)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1  # never retried (MAX_ATTEMPTS is 3)
+    assert [e.exception_class for e in result.errors] == [exception]
+    assert result.errors[0].traceback.endswith(ending)
+    assert run(echo, clock, 1).return_value == [[1], {}]  # the worker goes on
+
+
+def test_a_task_whose_workers_were_lost_fails_with_an_importable_worker_lost(clock) -> None:
+    with use_clock(clock):
+        result = echo.enqueue()
+    now = T0
+    while Occurrence.objects.get(pk=result.id).state != "dead":
+        claim("lost-replica", now, lease_for=timedelta(seconds=1))  # and never finish
+        now += timedelta(seconds=2)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert result.errors[-1].exception_class is WorkerLost
+    assert "ended without an outcome" in result.errors[-1].traceback
+
+
+# Items 3 and 4: task_finished once the outcome is stored, equal to what get_result returns.
+
+
+@pytest.fixture
+def finished() -> Any:
+    seen: list[Any] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        seen.append(task_result)
+
+    backend_module.task_finished.connect(receive)
+    yield seen
+    backend_module.task_finished.disconnect(receive)
+
+
+def test_a_failed_task_sends_task_finished_failed_and_logs_it(
+    clock, finished, caplog, django_capture_on_commit_callbacks
+) -> None:
+    caplog.set_level(logging.INFO, logger=backend_module.FRAMEWORK.replace(".", "_"))
+    caplog.set_level(logging.INFO, logger="django.tasks")
+    with django_capture_on_commit_callbacks(execute=True):
+        result = run(fails_deep, clock)
+    assert [r.status for r in finished] == [TaskResultStatus.FAILED]  # once, at the last attempt
+    assert finished[0].id == result.id
+    assert finished[0].errors == result.errors
+    failed_lines = [
+        r for r in caplog.records if r.levelno == logging.ERROR and "state=FAILED" in r.getMessage()
+    ]
+    assert failed_lines, [r.getMessage() for r in caplog.records]
+
+
+def test_task_finished_carries_the_stored_result_after_it_is_checked(
+    clock, finished, django_capture_on_commit_callbacks
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True):
+        kept = run(returns_tuple, clock)
+        refused = run(returns_object, clock)
+    assert kept.return_value == [1, 2]
+    assert refused.status == TaskResultStatus.FAILED
+    assert "Unsupported type" in refused.errors[0].traceback  # the framework's own error
+    by_id = {r.id: r for r in finished}
+    assert (by_id[kept.id].status, by_id[kept.id].return_value) == (
+        TaskResultStatus.SUCCESSFUL,
+        [1, 2],
+    )
+    # Never reported SUCCESSFUL: the only report is its failure.
+    assert [r.status for r in finished if r.id == refused.id] == [TaskResultStatus.FAILED]
+
+
+# Item 5: JSON as the framework's normalize_json gives it.
+
+
+def test_a_result_with_non_string_keys_is_kept_as_json_keeps_it(clock) -> None:
+    result = run(returns_int_keys, clock)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == {"1": "one"}
+
+
+def test_arguments_with_non_string_keys_are_taken_as_json_keeps_them(clock) -> None:
+    result = run(echo, clock, {2: "two"}, x={3: (4, 5)})
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == [[{"2": "two"}], {"x": {"3": [4, 5]}}]
+
+
+# Item 6: priorities the framework accepts.
+
+
+def test_a_whole_float_priority_is_taken(clock) -> None:
+    result = run(echo.using(priority=3.0), clock)
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert Occurrence.objects.get(pk=result.id).priority == 3
+
+
+# Item 7: our limits raise the framework's exception types, naming the limit.
+
+
+def test_arguments_over_the_limit_raise_a_value_error_naming_it(clock) -> None:
+    with use_clock(clock), pytest.raises(ValueError, match=f"at most {ARGS_MAX_BYTES} bytes") as e:
+        echo.enqueue("z" * ARGS_MAX_BYTES)
+    assert isinstance(e.value, JobsError)
+    assert "tests.test_tasks_contract.echo" in str(e.value)
+    assert not Occurrence.objects.exists()
+
+
+def test_a_result_over_the_limit_fails_the_task_with_a_value_error_naming_it(clock) -> None:
+    result = run(returns_too_much, clock)
+    assert result.status == TaskResultStatus.FAILED
+    error = result.errors[-1]
+    assert error.exception_class is TaskLimitExceeded
+    assert issubclass(error.exception_class, ValueError)
+    assert issubclass(error.exception_class, JobsError)
+    assert f"at most {RESULT_MAX_BYTES} bytes" in error.traceback
+
+
+# Item 8: an alias added at run time.
+
+
+def test_an_alias_added_at_run_time_enqueues_and_runs(clock) -> None:
+    extra = {"BACKEND": "django_jobs.tasks.JobsBackend", "OPTIONS": {"MAX_ATTEMPTS": 1}}
+    with override_settings(TASKS={**settings.TASKS, "extra": extra}):
+        result = run(echo.using(backend="extra"), clock, 7)
+        assert result.status == TaskResultStatus.SUCCESSFUL
+        assert result.backend == "extra"
+        assert result.return_value == [[7], {}]
+        assert echo.using(backend="extra").get_result(result.id).return_value == [[7], {}]
+    assert job_name("extra") not in registry.names()  # gone with the alias
