@@ -30,6 +30,7 @@ from .admin_base import (
 from .admin_instants import ShowsInstantsInUtc, utc_text
 from .admin_lists import (
     AuditActionFilter,
+    QueueFilter,
     ScheduledFilter,
     ScheduleFilter,
     TenantFilter,
@@ -88,9 +89,10 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
         "planning",
         "last_outcome",
         "lateness",
+        "queue",
         "operating_owner",
     ]
-    list_filter = ["status", "enabled", "tenant", "operating_owner"]
+    list_filter = ["status", "enabled", "tenant", "queue", "operating_owner"]
     search_fields = ["key", "job", "tenant"]
     actions = ["disable_schedules", "enable_schedules", "run_now"]
 
@@ -262,6 +264,7 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
         "schedule",
         "scheduled_at",
         "state",
+        "queue",
         "skip_reason",
         "trigger",
         "attempts",
@@ -276,6 +279,7 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
         "trigger",
         ScheduleFilter,
         TenantFilter,
+        QueueFilter,
         ScheduledFilter,
     ]
     list_select_related = ["schedule"]
@@ -403,8 +407,26 @@ class ReplicaAdmin(GuardedAdmin):
     """The fleet: every replica's host, process and heartbeat. Not a tenant's to see: staff
     need ``django_jobs.view_replica`` (a permission of its own, model-wide)."""
 
-    list_display = ["id", "host", "pid", "state", "heartbeat_at", "concurrency", "running"]
+    list_display = [
+        "id",
+        "host",
+        "pid",
+        "state",
+        "heartbeat_at",
+        "concurrency",
+        "running",
+        "served_queues",
+    ]
     list_filter = ["state", "host"]
+
+    @admin.display(description="queues")
+    def served_queues(self, obj: Replica) -> str:
+        """The queues it serves (``runworker --queue NAME[:N]``), each with its threads;
+        "every queue" for a replica started without ``--queue``."""
+        queues = obj.queues if isinstance(obj.queues, list) else []
+        if not queues:
+            return "every queue"
+        return ", ".join(f"{q.get('name')}:{q.get('concurrency')}" for q in queues)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_module_permission(request)

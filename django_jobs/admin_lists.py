@@ -16,7 +16,8 @@ character at a time, and an unindexed lookup scans the table. Here instead:
   few a page links to); anything else is refused with a 400 (``lookup_declared``,
   ``BoundedChangeList``);
 - tenants and schedules are listed from the schedules the user may see, never from the rows:
-  ``TenantFilter``, ``ScheduleFilter``; an audit record's actions from the newest records, a
+  ``TenantFilter``, ``ScheduleFilter`` (and queues from those schedules and the newest
+  occurrences: ``QueueFilter``); an audit record's actions from the newest records, a
   bounded read: ``AuditActionFilter``;
 - dates are ranges relative to now (``ScheduledFilter``), each one index range;
 - a search is an exact id, or schedules whose key matches: ``search_occurrences``.
@@ -49,6 +50,10 @@ EXACT_COUNT_BELOW = 10_000
 SCHEDULE_CHOICES = 50
 # A tenant filter lists at most this many tenants (in order); another is chosen by its URL.
 TENANT_CHOICES = 100
+# The occurrences list's queue filter offers the queues of at most this many of the newest
+# occurrences the user may see (besides their schedules' queues): a bounded read of the
+# newest-first index, never a DISTINCT over the table.
+QUEUE_SAMPLE = 1000
 # The audit list's action filter offers the actions of at most this many of the newest records
 # the user may see: a bounded read of the newest-first index, never a DISTINCT over the table.
 AUDIT_ACTION_SAMPLE = 1000
@@ -233,6 +238,34 @@ class AuditActionFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         return queryset.filter(action=value) if value else queryset
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """An occurrence's queue (``?queue=<name>``): the queues of the schedules the user may see
+    and of the newest ``QUEUE_SAMPLE`` occurrences the list shows them (enqueued work may be on
+    another queue than its policy record's), and the one chosen; any queue can be asked for by
+    URL. Nothing beyond what the list itself would show."""
+
+    title = "queue"
+    parameter_name = "queue"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        queues = set(
+            permissions.visible(request.user)
+            .order_by()
+            .values_list("queue", flat=True)
+            .distinct()[:TENANT_CHOICES]
+        )
+        newest = model_admin.get_queryset(request).order_by(*model_admin.ordering)
+        queues.update(newest.values_list("queue", flat=True)[:QUEUE_SAMPLE])
+        chosen = self.value()
+        if chosen:
+            queues.add(chosen)
+        return [(queue, queue) for queue in sorted(queues)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset.filter(queue=value) if value else queryset
 
 
 def _day_start(at: datetime) -> datetime:

@@ -24,6 +24,7 @@ REASON_HELP = "why (kept in the audit record)"
 ARGUMENTS = {
     "key": ("KEY", 200),
     "tenant": ("--tenant", 100),
+    "queue": ("--queue", 100),
     "actor": ("--actor", 150),
     "occurrence": ("OCCURRENCE", 100),
     "reason": ("--reason", REASON_MAX_CHARS),
@@ -87,6 +88,9 @@ def add_subcommands(parser: CommandParser) -> None:
     sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
     listing = _operator(sub, "list", "List the schedules you may see.", key=False)
     listing.add_argument("--tenant", default=None, help="only this tenant's schedules")
+    listing.add_argument(
+        "--queue", default=None, help="only the schedules whose occurrences go on this queue"
+    )
     inspect = _operator(sub, "inspect", "Show a schedule, or one occurrence with its attempts.")
     inspect.add_argument("--occurrence", default=None, help="an occurrence id")
     _add_replay(sub)

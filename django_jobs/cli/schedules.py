@@ -14,14 +14,17 @@ from .invocation import Invocation
 
 
 def list_schedules(run: Invocation) -> None:
-    rows = services.with_recovery_points(
-        services.visible_schedules(actor=run.actor(), tenant=run.options["tenant"])
-    )
+    visible = services.visible_schedules(actor=run.actor(), tenant=run.options["tenant"])
+    queue = run.options.get("queue")
+    if queue is not None:
+        visible = visible.filter(queue=queue)
+    rows = services.with_recovery_points(visible)
     data = [
         {
             "tenant": s.tenant,
             "key": s.key,
             "job": s.job,
+            "queue": s.queue,
             "status": s.status,
             "enabled": s.enabled,
             "next_due_at": s.next_due_at,
@@ -31,10 +34,11 @@ def list_schedules(run: Invocation) -> None:
     ]
     lines = [
         f"{s!s:40} {s.status:8} {'enabled' if s.enabled else 'DISABLED':9} "
-        f"next {s.next_due_at.isoformat() if s.next_due_at else '-'}"
+        f"queue {s.queue:12} next {s.next_due_at.isoformat() if s.next_due_at else '-'}"
         for s in rows
     ]
-    run.emit(data, "\n".join(lines) or "no schedules you may see")
+    none = "no schedules you may see" + (f" on queue {queue!r}" if queue is not None else "")
+    run.emit(data, "\n".join(lines) or none)
 
 
 def _shown(value: object) -> object:
