@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from django_jobs.exceptions import UnknownJob
 from django_jobs.models import Occurrence
 from django_jobs.tasks import JobsBackend
 
@@ -134,11 +135,11 @@ def test_custom_task_invalid_kwarg() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    raises=AssertionError,
-    reason="bug beyond #36 items 1-8: a JobsBackend subclass enqueues, but its alias is not a "
-    "JobsBackend alias to conf.tasks_backends (BACKEND compared as the exact string "
-    "'django_jobs.tasks.JobsBackend'), so the worker refuses the task at once (TaskRefused: "
-    "'not enqueued work of a Tasks backend alias'): FAILED, never run",
+    raises=UnknownJob,
+    reason="bug beyond #36 items 1-8: an alias whose BACKEND is a subclass of JobsBackend is "
+    "no JobsBackend alias to conf.tasks_backends (BACKEND compared with the exact string "
+    "'django_jobs.tasks.JobsBackend'), so no job is registered for it and enqueue raises "
+    "UnknownJob (before 9630a84 enqueue took the task and the worker refused it: TaskRefused)",
 )
 @pytest.mark.usefixtures("custom_task_backend")
 def test_a_task_of_a_jobs_backend_subclass_runs(drain) -> None:

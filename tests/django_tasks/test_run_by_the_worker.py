@@ -132,7 +132,6 @@ def test_catches_exception(task: Any, exception: type, message: str, run) -> Non
     assert result.kwargs == {}
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 1: TaskError.traceback holds the message")
 @pytest.mark.parametrize(("task", "exception", "message"), FAILING, ids=FAILING_IDS)
 def test_catches_exception_traceback(task: Any, exception: type, message: str, run) -> None:
     """Django's test_catches_exception: the error's traceback ends with the exception."""
@@ -141,7 +140,6 @@ def test_catches_exception_traceback(task: Any, exception: type, message: str, r
     assert traceback.endswith(f"{exception.__name__}: {message}\n"), traceback
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 3: no task_finished signal for a failed task")
 @pytest.mark.parametrize(("task", "exception", "message"), FAILING, ids=FAILING_IDS)
 def test_catches_exception_logs(task: Any, exception: type, message: str, run, caplog) -> None:
     """Django's test_catches_exception: one ERROR line, once the task has failed, with the
@@ -164,7 +162,6 @@ def test_a_failing_task_is_retried_up_to_its_last_attempt(run) -> None:
     assert len(result.worker_ids) == ATTEMPTS
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 2: SystemExit is retried, not FAILED at once")
 @pytest.mark.parametrize("task", [test_tasks.failing_task_system_exit, test_tasks.exit_task])
 def test_a_task_that_exits_fails_at_once(task: Any, run) -> None:
     """Ours: SystemExit (raised, or exit()) is no error to retry; the task is FAILED after its
@@ -205,7 +202,6 @@ def test_complex_exception(run) -> None:
     assert result.kwargs == {}
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 1: TaskError.traceback holds the message")
 def test_complex_exception_traceback(run) -> None:
     """Django's test_complex_exception: the traceback shows the raising line."""
     result = run(test_tasks.complex_exception)
@@ -226,11 +222,6 @@ def test_complex_return_value(run) -> None:
     assert "Unsupported type" in result.errors[0].traceback
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="#36 items 3 and 4: task_finished is sent SUCCESSFUL with the raw value before it "
-    "is normalised, and not at all when the task then fails",
-)
 def test_complex_return_value_logs(run, caplog) -> None:
     """Django's test_complex_return_value: the failure is logged as an error, and the task is
     never reported SUCCESSFUL."""
@@ -303,7 +294,6 @@ def test_enqueue_logs(run, caplog) -> None:
     assert result.id in messages[2]
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 3: no task_finished signal for a failed task")
 def test_failed_logs(run, caplog) -> None:
     """Django's test, with one RUNNING line for each attempt before the FAILED one."""
     with caplog.at_level(logging.DEBUG, logger=LOGGER):
@@ -348,16 +338,12 @@ def test_task_finished_carries_the_successful_result(run, finished) -> None:
     assert finished == [(TaskResultStatus.SUCCESSFUL, 42, [])]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="#36 item 4: task_finished carries the raw value, not its normal form"
-)
 def test_task_finished_carries_the_normalised_return_value(run, finished) -> None:
     result = run(test_tasks.returns_tuple)
     assert result.return_value == [1, 2]
     assert finished == [(TaskResultStatus.SUCCESSFUL, [1, 2], [])]
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 3: no task_finished signal for a failed task")
 def test_task_finished_is_sent_once_for_a_failed_task(run, finished) -> None:
     run(test_tasks.failing_task_value_error)
     assert len(finished) == 1

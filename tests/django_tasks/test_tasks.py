@@ -20,9 +20,8 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.utils.module_loading import import_string
 
-from django_jobs.exceptions import JobsError, UnknownJob
 from django_jobs.models import Occurrence
-from django_jobs.tasks import JobsBackend, TaskRefused
+from django_jobs.tasks import JobsBackend
 
 from . import tasks as test_tasks
 from .conftest import jobs_backend
@@ -239,11 +238,6 @@ def test_a_task_of_each_valid_priority_runs(priority, drain) -> None:
     assert (result.status, result.task.priority) == (TaskResultStatus.SUCCESSFUL, priority)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=JobsError,
-    reason="#36 item 6: priority=3.0 (a whole number) refused: 'priority: must be an int'",
-)
 def test_a_whole_number_float_priority_runs(drain) -> None:
     """Ours: the framework takes a priority equal to a whole number (``int(p) == p``)."""
     result = test_tasks.calculate_meaning_of_life.using(priority=3.0).enqueue()
@@ -262,14 +256,6 @@ def test_unknown_queue_name() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(UnknownJob, TaskRefused),
-    reason="#36 item 8: an alias added at run time by override_settings(TASKS=...) has no "
-    "job registered (enqueue raises UnknownJob); and, a bug beyond items 1-8, a task moved to "
-    "another alias with .using(backend=...) is refused by the worker and by get_result "
-    "(TaskRefused: 'belongs to backend 'default'', tasks.known_task compares the module's Task)",
-)
 def test_any_queue_of_a_backend_without_queues_runs(drain) -> None:
     """Ours: test_unknown_queue_name's task on the alias without QUEUES, enqueued and run."""
     result = test_tasks.calculate_meaning_of_life.using(

@@ -103,7 +103,6 @@ def test_failing_tasks_are_failed_and_the_replica_runs_on(run_once) -> None:
     assert result_of(test_tasks.calculate_meaning_of_life, after).return_value == 42
 
 
-@pytest.mark.xfail(strict=True, reason="#36 item 2: SystemExit is retried, not FAILED at once")
 def test_a_task_that_exits_fails_at_once_in_a_replica(run_once) -> None:
     raised = test_tasks.failing_task_system_exit.enqueue()
     exited = test_tasks.exit_task.enqueue()
