@@ -144,7 +144,34 @@ def fleet_families(fleet: services.FleetMetrics) -> list[Metric]:
                 recent.duration,
             )
         )
-    return families + retention_families(fleet.retention)
+    return families + queue_families(fleet.queues) + retention_families(fleet.retention)
+
+
+def queue_families(queues: dict[str, services.QueueFigures]) -> list[Metric]:
+    """By queue: due work, what runs, the declared limits, and the unserved queues."""
+
+    def by_queue(name: str, documentation: str) -> GaugeMetricFamily:
+        return GaugeMetricFamily(PREFIX + name, documentation, labels=["queue"])
+
+    due = by_queue("queue_due_occurrences", "Occurrences due and not started, by queue")
+    running = by_queue(
+        "queue_running_occurrences", "Occurrences running now (lease not lapsed), by queue"
+    )
+    limit = by_queue(
+        "queue_max_running", "A queue's fleet-wide limit (DJANGO_JOBS['QUEUES'] MAX_RUNNING)"
+    )
+    unserved = by_queue(
+        "queue_unserved",
+        "1 when work waits on the queue (scheduled or failed, due or not) and no live "
+        "replica serves it, else 0",
+    )
+    for name, figures in queues.items():
+        due.add_metric([name], figures.due)
+        running.add_metric([name], figures.running)
+        if figures.max_running is not None:
+            limit.add_metric([name], figures.max_running)
+        unserved.add_metric([name], 1 if figures.unserved else 0)
+    return [due, running, limit, unserved]
 
 
 def retention_families(retention: dict[str, Any] | None) -> list[Metric]:

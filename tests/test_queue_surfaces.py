@@ -17,15 +17,17 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from guardian.shortcuts import assign_perm
+from prometheus_client.parser import text_string_to_metric_families
 
 from django_jobs import store
-from django_jobs.models import Occurrence, Schedule
+from django_jobs.models import Occurrence, OccurrenceState, Replica, Schedule
+from django_jobs.testing import FakeClock, use_clock
 
 from .factories import T0, ScheduleFactory
-from .storeutil import planned
+from .storeutil import claim, planned
 
 pytestmark = pytest.mark.django_db
 
@@ -164,12 +166,14 @@ def beat(
     age: timedelta = timedelta(seconds=1),
     state: str = "running",
     now: Any = None,
+    host: str | None = None,
 ) -> None:
-    """A heartbeat of ``replica_id`` on this host, ``age`` before ``now`` (default T0)."""
+    """A heartbeat of ``replica_id`` (on this host unless ``host``), ``age`` before ``now``
+    (default T0)."""
     at = (now or T0) - age
     store.heartbeat(
         replica_id,
-        host=socket.gethostname(),
+        host=host or socket.gethostname(),
         pid=1234,
         started_at=at,
         now=at,
@@ -178,3 +182,108 @@ def beat(
         running=0,
         queues=queues,
     )
+
+
+# --- jobs health ----------------------------------------------------------------------------
+
+NOW = T0 + timedelta(minutes=10)
+
+
+def health(*args: str) -> dict[str, Any]:
+    with use_clock(FakeClock(NOW)):
+        text = jobs("health", "--json", *args)
+    # The JSON report, then the verdict's line.
+    report: dict[str, Any] = json.JSONDecoder().raw_decode(text)[0]
+    return report
+
+
+def test_health_reports_a_queue_with_waiting_work_that_no_live_replica_serves(rows) -> None:
+    beat("r-mail", queues=[{"name": "mail", "concurrency": 2}], now=NOW)
+    # Neither counts, on another host: one silent for an hour, one draining (it claims
+    # nothing).
+    reports = [{"name": "reports", "concurrency": 1}]
+    beat("r-silent", queues=reports, now=NOW, age=timedelta(hours=1), host="other")
+    beat("r-draining", queues=reports, now=NOW, state="draining", host="other")
+    report = health("--max-age", "30", "--host", socket.gethostname())
+    assert [u["queue"] for u in report["unserved_queues"]] == ["default", "reports", "urgent"]
+    assert "runworker --queue reports" in report["unserved_queues"][1]["what_to_do"]
+    # Reported, not failed: the exit status stays the liveness of this host's replicas.
+    with use_clock(FakeClock(NOW)):
+        text = jobs("health", "--host", socket.gethostname(), "--max-age", "30")
+    assert "unserved queue: reports: work is waiting on it" in text
+    assert text.strip().endswith(f"healthy: 1 replica(s) on {socket.gethostname()}")
+
+
+def test_a_replica_without_queue_serves_every_queue_and_no_waiting_work_is_no_problem(
+    rows, schedules
+) -> None:
+    beat("r-mail", queues=[{"name": "mail", "concurrency": 2}], now=NOW)
+    beat("r-every", queues=[], now=NOW)
+    assert health("--host", socket.gethostname())["unserved_queues"] == []
+    # Without it, the queues whose work ended are not reported: only waiting work counts.
+    Replica.objects.filter(pk="r-every").delete()
+    Occurrence.objects.exclude(queue="mail").update(state=OccurrenceState.COMPLETED)
+    assert health("--host", socket.gethostname())["unserved_queues"] == []
+
+
+# --- metrics --------------------------------------------------------------------------------
+
+TOKEN = "metrics-token-" + "x" * 32
+METRICS = {
+    "METRICS_TOKEN": TOKEN,
+    "QUEUES": {"reports": {"MAX_RUNNING": 2}, "idle": {"MAX_RUNNING": 1}},
+}
+
+
+def scrape() -> dict[str, dict[str, float]]:
+    """The queue families of one scrape, each by its ``queue`` label (the others by name)."""
+    with use_clock(FakeClock(NOW)), override_settings(DJANGO_JOBS=METRICS):
+        response = Client().get(
+            reverse("django_jobs:metrics"), headers={"Authorization": "Bearer " + TOKEN}
+        )
+    assert response.status_code == 200
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            label = sample.labels.get("queue", sample.labels.get("state", ""))
+            found.setdefault(sample.name, {})[label] = sample.value
+    return found
+
+
+def test_the_metrics_count_each_queues_due_and_running_work_and_its_limit(rows) -> None:
+    (taken,) = claim("r-mail", NOW, limit=1, queue="mail")
+    metrics = scrape()
+    assert metrics["django_jobs_queue_due_occurrences"] == {
+        "mail": 1,
+        "default": 1,
+        "urgent": 1,
+        "reports": 1,
+        "idle": 0,
+    }
+    assert metrics["django_jobs_queue_running_occurrences"] == {
+        "mail": 1,
+        "default": 0,
+        "urgent": 0,
+        "reports": 0,
+        "idle": 0,
+    }
+    assert metrics["django_jobs_queue_max_running"] == {"reports": 2, "idle": 1}
+    # The fleet's figures are the same sums as before: the queue families are beside them.
+    assert metrics["django_jobs_due_occurrences"]["scheduled"] == 4
+    assert Occurrence.objects.get(pk=taken.occurrence_id).queue == "mail"
+
+
+def test_the_unserved_queue_gauge_is_one_for_a_waiting_queue_no_live_replica_serves(rows) -> None:
+    beat("r-mail", queues=[{"name": "mail", "concurrency": 2}], now=NOW)
+    beat(
+        "r-reports", queues=[{"name": "reports", "concurrency": 1}], now=NOW, age=timedelta(hours=1)
+    )
+    assert scrape()["django_jobs_queue_unserved"] == {
+        "mail": 0,
+        "default": 1,
+        "urgent": 1,
+        "reports": 1,
+        "idle": 0,
+    }
+    beat("r-every", queues=[], now=NOW)
+    assert set(scrape()["django_jobs_queue_unserved"].values()) == {0}

@@ -126,3 +126,8 @@ def _print_health(run: Invocation, report: services.HealthReport) -> None:
         run.stdout.write(f"parked: {parked['schedule']} ({parked['field']}): {parked['reason']}")
     for stranded in report.stranded:
         run.stdout.write(f"stranded: {stranded.name}: {stranded.why}. {stranded.what_to_do}")
+    for unserved in report.unserved():
+        run.stdout.write(
+            f"unserved queue: {unserved['queue']}: work is waiting on it and no live replica "
+            f"serves it; {unserved['what_to_do']}"
+        )

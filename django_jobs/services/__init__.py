@@ -52,6 +52,7 @@ from .metrics import (
     LATENESS_BUCKETS,
     Buckets,
     FleetMetrics,
+    QueueFigures,
     fleet_metrics,
 )
 from .operator import DISABLED_FIELDS, cancel, disable, enable, purge, run_now
@@ -78,6 +79,7 @@ __all__ = [
     "Dashboard",
     "FleetMetrics",
     "HealthReport",
+    "QueueFigures",
     "ScheduleReport",
     "ScheduleSummary",
     "Stranded",

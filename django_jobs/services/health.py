@@ -1,4 +1,5 @@
-"""The health of the replicas on a host, for ``jobs health`` (a liveness probe)."""
+"""The health of the replicas on a host, for ``jobs health`` (a liveness probe), and what the
+fleet reports beside it: retention, parked and stranded schedules, unserved queues."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from .. import store
 from ..models import Replica, ReplicaState, RetentionState, Schedule, ScheduleStatus
 from .stranded import Stranded, stranded_schedules
 
@@ -29,6 +31,10 @@ class HealthReport:
     parked: list[dict[str, Any]] = field(default_factory=list)
     # Active schedules nothing will run (``stranded_schedules``), the first STRANDED_SHOWN.
     stranded: list[Stranded] = field(default_factory=list)
+    # Queues with waiting work that no live replica serves (``unserved_queues``): that work
+    # waits until one does. Fleet-wide, not this host's: like parked and stranded schedules,
+    # listed without changing the exit status.
+    unserved_queues: list[str] = field(default_factory=list)
 
     def retention_dict(self) -> dict[str, Any] | None:
         """The last retention pass: its rate, and its lag (how long since retention last
@@ -92,7 +98,47 @@ class HealthReport:
             "retention": self.retention_dict(),
             "parked": self.parked,
             "stranded": [s.as_dict() for s in self.stranded],
+            "unserved_queues": self.unserved(),
         }
+
+    def unserved(self) -> list[dict[str, str]]:
+        """Each unserved queue, with what to do about it."""
+        return [
+            {"queue": queue, "what_to_do": unserved_what_to_do(queue)}
+            for queue in self.unserved_queues
+        ]
+
+
+def unserved_what_to_do(queue: str) -> str:
+    return (
+        f"start a replica that serves it (runworker --queue {queue}, or one without --queue); "
+        "runbooks/unserved-queue.md"
+    )
+
+
+def served_queues(*, now: datetime, max_age: timedelta) -> set[str] | None:
+    """The queues the live replicas serve: those in state ``running`` (a draining one claims
+    nothing) whose heartbeat is within ``max_age`` of ``now``, on any host. None: one of them
+    serves every queue (started without ``--queue``)."""
+    served: set[str] = set()
+    rows = Replica.objects.filter(
+        state=ReplicaState.RUNNING, heartbeat_at__gte=now - max_age
+    ).values_list("queues", flat=True)
+    for queues in rows:
+        names = [q.get("name") for q in queues or [] if isinstance(q, dict)]
+        if not names:
+            return None
+        served.update(str(name) for name in names)
+    return served
+
+
+def unserved_queues(*, now: datetime, max_age: timedelta) -> list[str]:
+    """The queues that have work waiting (scheduled, or failed until its retry; due or not)
+    and that no live replica serves (``served_queues``), in name order."""
+    served = served_queues(now=now, max_age=max_age)
+    if served is None:
+        return []
+    return [queue for queue in store.waiting_queues() if queue not in served]
 
 
 def threads_down(replica: Replica) -> list[tuple[str, str]]:
@@ -122,4 +168,5 @@ def replica_health(*, host: str, now: datetime, max_age: timedelta) -> HealthRep
         now=now,
         parked=parked,
         stranded=stranded_schedules(now=now, limit=STRANDED_SHOWN),
+        unserved_queues=unserved_queues(now=now, max_age=max_age),
     )

@@ -8,14 +8,15 @@ may view every schedule (or hold the metrics token).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from .. import store
+from ..conf import get_settings
 from ..models import Replica, ReplicaState, RetentionState
 from ..store import Buckets, Window
-from .health import HealthReport
+from .health import HealthReport, served_queues
 
 # Upper bounds (seconds) of the histogram buckets: start lateness runs from a claim's
 # sub-second delay to an hour behind; durations from a no-op to an hour-long run.
@@ -39,6 +40,25 @@ DURATION_BUCKETS = (
 # The due backlog is counted up to this many rows: a scrape during a backlog of millions
 # costs what one of this many does, and reports this figure (and the oldest's age).
 DUE_COUNT_CAP = 100_000
+# The queue metrics carry at most this many queues (the declared ones first, then the others
+# by name): a queue is a label value, and queues are meant to be few.
+QUEUE_LABELS = 100
+
+
+@dataclass(frozen=True)
+class QueueFigures:
+    """One queue's figures in a scrape."""
+
+    due: int  # due, unstarted occurrences on it (within DUE_COUNT_CAP in all)
+    running: int  # occurrences on it running now (processing, lease not lapsed)
+    max_running: int | None  # DJANGO_JOBS["QUEUES"][name]["MAX_RUNNING"], None: no limit
+    waiting: bool  # has occurrences scheduled or waiting for their retry, due or not
+    served: bool  # a live replica serves it (one without --queue serves every queue)
+
+    @property
+    def unserved(self) -> bool:
+        """Work waits on it and no live replica serves it: it waits until one does."""
+        return self.waiting and not self.served
 
 
 @dataclass(frozen=True)
@@ -55,6 +75,9 @@ class FleetMetrics:
     stale_replicas: int  # not stopped, yet silent for longer than that
     running: int  # occurrences the fresh replicas reported running at their last heartbeat
     retention: dict[str, Any] | None  # HealthReport.retention_dict(): None before any pass
+    # By queue: the declared ones (DJANGO_JOBS["QUEUES"]) and those with due, running or
+    # waiting work, at most QUEUE_LABELS.
+    queues: dict[str, QueueFigures] = field(default_factory=dict)
 
     @property
     def due_capped(self) -> bool:
@@ -69,10 +92,14 @@ def fleet_metrics(
     oldest = store.oldest_due(now=now)
     replicas, stale, running = _replicas(now=now, max_age=heartbeat_max_age)
     retention = RetentionState.objects.filter(pk=1).first()
+    backlog = store.due_backlog(now=now, cap=DUE_COUNT_CAP)
+    due: dict[str, int] = {}
+    for (state, _), n in backlog.items():
+        due[state] = due.get(state, 0) + n
     return FleetMetrics(
         now=now,
         window=window,
-        due=store.due_backlog(now=now, cap=DUE_COUNT_CAP),
+        due=due,
         oldest_due_seconds=max((now - oldest).total_seconds(), 0.0) if oldest else 0.0,
         dead_letters=store.dead_letters(),
         recent=store.recent_window(
@@ -87,7 +114,34 @@ def fleet_metrics(
         retention=HealthReport(
             host="", replicas=[], stale=[], now=now, retention=retention
         ).retention_dict(),
+        queues=queue_figures(backlog, now=now, max_age=heartbeat_max_age),
     )
+
+
+def queue_figures(
+    backlog: dict[tuple[str, str], int], *, now: datetime, max_age: timedelta
+) -> dict[str, QueueFigures]:
+    """Each queue's figures: the declared queues and those with due, running or waiting work
+    (at most ``QUEUE_LABELS``, the declared ones first)."""
+    due: dict[str, int] = {}
+    for (_, queue), n in backlog.items():
+        due[queue] = due.get(queue, 0) + n
+    running = store.running_by_queue(now=now)
+    waiting = set(store.waiting_queues())
+    limits = get_settings().max_running
+    served = served_queues(now=now, max_age=max_age)
+    others = (set(due) | set(running) | waiting) - set(limits)
+    names = [*sorted(limits), *sorted(others)][:QUEUE_LABELS]
+    return {
+        name: QueueFigures(
+            due=due.get(name, 0),
+            running=running.get(name, 0),
+            max_running=limits.get(name),
+            waiting=name in waiting,
+            served=served is None or name in served,
+        )
+        for name in names
+    }
 
 
 def _replicas(*, now: datetime, max_age: timedelta) -> tuple[dict[str, int], int, int]:
@@ -111,8 +165,10 @@ __all__ = [
     "DUE_COUNT_CAP",
     "DURATION_BUCKETS",
     "LATENESS_BUCKETS",
+    "QUEUE_LABELS",
     "Buckets",
     "FleetMetrics",
+    "QueueFigures",
     "Window",
     "fleet_metrics",
 ]

@@ -38,7 +38,16 @@ from .completion import (
 from .console import due_work, outcomes_by_bucket, schedule_lines
 from .enqueue import EnqueueWrite, TaskPathRecord, enqueue, task_path_recorded
 from .leases import hold, mark_started, renew
-from .metrics import Buckets, Window, dead_letters, due_backlog, oldest_due, recent_window
+from .metrics import (
+    Buckets,
+    Window,
+    dead_letters,
+    due_backlog,
+    oldest_due,
+    recent_window,
+    running_by_queue,
+    waiting_queues,
+)
 from .operator import cancel_occurrence, cancel_running, replay
 from .planning import (
     Advance,
@@ -184,11 +193,13 @@ __all__ = [
     "renew",
     "replay",
     "retire_one_offs",
+    "running_by_queue",
     "schedule_lines",
     "schedules_with_limits",
     "step_done",
     "task_path_recorded",
     "try_retention_lock",
+    "waiting_queues",
     "withdraw_planned_ahead",
     "write_disabled",
     "write_enabled",

@@ -40,10 +40,22 @@ class Window:
     attempts: dict[str, int] = field(default_factory=dict)  # lease_lost, fenced_out
 
 
-def due_backlog(*, now: datetime, cap: int) -> dict[str, int]:
-    """Due, unstarted occurrences by state, counting at most ``cap`` rows in all."""
+def due_backlog(*, now: datetime, cap: int) -> dict[tuple[str, str], int]:
+    """Due, unstarted occurrences by (state, queue), counting at most ``cap`` rows in all."""
     rows = _named_rows(QUERIES["due_backlog"], {"now": now, "cap": cap})
-    return {row.state: int(row.due) for row in rows}
+    return {(row.state, row.queue): int(row.due) for row in rows}
+
+
+def running_by_queue(*, now: datetime) -> dict[str, int]:
+    """Occurrences running at ``now`` (processing, lease not lapsed), by queue."""
+    rows = _named_rows(QUERIES["running_by_queue"], {"now": now})
+    return {row.queue: int(row.running) for row in rows}
+
+
+def waiting_queues() -> list[str]:
+    """The queues with occurrences waiting (scheduled, or failed until their retry), due or
+    not, in name order."""
+    return [row.queue for row in _named_rows(QUERIES["waiting_queues"], {})]
 
 
 def oldest_due(*, now: datetime) -> datetime | None:

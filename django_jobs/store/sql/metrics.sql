@@ -7,11 +7,37 @@
 -- row's due_at is its lease expiry, so one here lost its holder). A walk of
 -- django_jobs_occurrence_due over the due range, stopped after %(cap)s rows so that a scrape
 -- during a backlog of millions costs what one of %(cap)s does.
-SELECT d.state, count(*) AS due
-FROM (SELECT o.state FROM {occurrence} o
+-- Counted by state and by queue (queues are few: those the deploy names).
+SELECT d.state, d.queue, count(*) AS due
+FROM (SELECT o.state, o.queue FROM {occurrence} o
       WHERE o.state IN ({claimable_states}) AND o.due_at <= %(now)s
       LIMIT %(cap)s) d
-GROUP BY d.state
+GROUP BY d.state, d.queue
+
+-- name: running_by_queue
+-- Occurrences running now, by queue: processing rows whose lease has not lapsed, one range
+-- of django_jobs_occurrence_running (queue, lease_expires_at) per queue; as many rows as run.
+SELECT o.queue, count(*) AS running
+FROM {occurrence} o
+WHERE o.state = %(processing)s AND o.lease_expires_at > %(now)s
+GROUP BY o.queue
+
+-- name: waiting_queues
+-- The queues that have work waiting (scheduled, or failed and waiting for its retry), due or
+-- not: a skip scan of django_jobs_occurrence_queue, one index descent per queue (queues are
+-- few), never a DISTINCT over the rows. What jobs health and django_jobs_queue_unserved
+-- compare with the queues the live replicas serve.
+WITH RECURSIVE q AS (
+    (SELECT o.queue FROM {occurrence} o
+     WHERE o.state IN (%(scheduled)s, %(failed)s)
+     ORDER BY o.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT o.queue FROM {occurrence} o
+            WHERE o.state IN (%(scheduled)s, %(failed)s) AND o.queue > q.queue
+            ORDER BY o.queue LIMIT 1)
+    FROM q WHERE q.queue IS NOT NULL
+)
+SELECT q.queue FROM q WHERE q.queue IS NOT NULL
 
 -- name: oldest_due
 -- The due instant of the oldest such row: the first entry of the same index walk (rows whose
