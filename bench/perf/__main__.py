@@ -26,6 +26,7 @@ from . import (
     peer,
     planner,
     priorities,
+    queues,
     thundering,
     userpath,
 )
@@ -46,6 +47,7 @@ SCENARIOS = (
     "enqueue",
     "priority",
     "admin",
+    "queues",
 )
 
 
@@ -120,6 +122,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="priority scenario: due rows in the backlog the claim walks",
     )
     parser.add_argument(
+        "--queue-rows",
+        type=int,
+        nargs="+",
+        default=[100_000, 10_000_000],
+        help="queues scenario: due rows, all on one queue and then spread over --queue-count"
+        " queues",
+    )
+    parser.add_argument(
+        "--queue-count",
+        type=int,
+        default=10,
+        help="queues scenario: queues the rows are spread over in the second layout",
+    )
+    parser.add_argument(
         "--admin-rows",
         type=int,
         nargs="+",
@@ -161,6 +177,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.declared, args.lead = [20], 3
         args.enqueue_jobs = 50
         args.priority_rows = [2000]
+        args.queue_rows = [2000]
         args.admin_rows = [1000, 20_000]
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = set(args.scenarios) - set(SCENARIOS)
@@ -305,6 +322,20 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             f"catch-up of {row['schedules']} year-long per-minute gaps: longest plan pass (s)",
             row["longest_pass_s"],
             1.0,
+            at_most=True,
+        )
+    for row in results.get("queues", []):
+        add(
+            f"queues: claim p50 of one queue, {row['due_rows']} due rows over"
+            f" {row['queues']} queues / all on one",
+            row["q0_p50_ratio"],
+            1.5,
+            at_most=True,
+        )
+        add(
+            f"queues: the same, the {row['queues']} queues' rows in blocks, q0's due last",
+            row["blocks_q0_p50_ratio"],
+            1.5,
             at_most=True,
         )
     return found + userpath_targets(results)
@@ -510,6 +541,10 @@ def main(argv: list[str] | None = None) -> int:
     if "priority" in args.scenarios:
         for rows in args.priority_rows:
             record("priority", priorities.run(db, rows=rows))
+    if "queues" in args.scenarios:
+        for rows in args.queue_rows:
+            plans = args.out / f"queues-plans-{rows}.txt"
+            record("queues", queues.run(db, rows=rows, queues=args.queue_count, plans=plans))
     if "admin" in args.scenarios:
         for rows in args.admin_rows:
             for row in adminpages.run(db, rows=rows):
