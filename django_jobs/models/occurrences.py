@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.db import models
 from django.db.models import F, Func, JSONField, Q, Value
+from django.db.models.functions import Cast
 
 from .schedules import Schedule
 
@@ -158,6 +159,19 @@ class Occurrence(models.Model):
                 F("queue"),
                 ClaimOrder(F("due_at"), F("priority")),
                 name="django_jobs_occurrence_queue",
+                condition=Q(state__in=CLAIMABLE_STATES),
+            ),
+            # The wake-up lookup of a replica that serves named queues
+            # (``store.next_wakeup(queues=)``): one range per queue, its first entry the
+            # queue's earliest due instant, whatever the other queues hold. Its second
+            # column is due_at as ``django_jobs_claim_order(due_at, 0)``, an expression no
+            # other index holds: ordered by it, the lookup cannot be planned as a walk of
+            # django_jobs_occurrence_due filtered by queue (costed the same whenever the
+            # statistics say the queue holds most rows, and reading every other queue's).
+            models.Index(
+                F("queue"),
+                ClaimOrder(F("due_at"), Cast(Value(0), models.SmallIntegerField())),
+                name="django_jobs_occurrence_qdue",
                 condition=Q(state__in=CLAIMABLE_STATES),
             ),
             # A queue's running occurrences, counted under its lock by a claim when the queue

@@ -70,10 +70,11 @@ def next_wakeup(
 ) -> datetime | None:
     """The earliest instant at which planning or claiming has work: a schedule's next due
     instant less ``ahead`` (``next_schedule_due``) or a claimable occurrence's ``due_at``.
-    Two walks of a due index, each stopping at its first row. What this replica would
-    not plan or claim (the kill switch ``exclude_keys``; with ``jobs``, schedules of other
-    jobs; with ``queues``, occurrences of other queues) is left out: a replica never wakes
-    for work it then leaves."""
+    Walks of due indexes, each stopping at its first row: with ``queues``, one range of
+    django_jobs_occurrence_qdue per served queue, so what other queues hold is never read.
+    What this replica would not plan or claim (the kill switch ``exclude_keys``; with
+    ``jobs``, schedules of other jobs; with ``queues``, occurrences of other queues) is left
+    out: a replica never wakes for work it then leaves."""
     params = {**_next_params(exclude_keys, jobs, ahead), "queues": queues}
     (row,) = _named_rows(QUERIES["next_wakeup"], params)
     return row.wakeup.astimezone(UTC) if row.wakeup is not None else None

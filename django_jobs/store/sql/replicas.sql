@@ -24,23 +24,39 @@ ORDER BY s.next_due_at
 LIMIT 1
 
 -- name: next_wakeup
--- Two walks of a due index in order, each stopping at its first row: the schedule one is
--- next_schedule_due.
+-- Walks of due indexes in order, each stopping at its first row: the schedule one is
+-- next_schedule_due; for a replica serving every queue (%(queues)s NULL), the claimable
+-- occurrences' due-at index; for one serving named queues, one range of
+-- django_jobs_occurrence_qdue per served queue (queue, due_at), so the rows of the queues it
+-- does not serve are never read (a walk of the due-at index filtered by queue read every one
+-- of them due before its own first row). LEAST ignores the walk not taken (NULL).
 SELECT LEAST(
     ({next_schedule_due}),
     (SELECT o.due_at FROM {occurrence} o
-     WHERE o.state IN ({claimable_states})
+     WHERE %(queues)s::text[] IS NULL
+       AND o.state IN ({claimable_states})
        -- A filter, not an index condition (IS TRUE): as one, its OR would make the planner
        -- read every due row through a bitmap and sort them, whenever the statistics are
        -- older than a burst.
        AND ({due_at_loadable}) IS TRUE
-       -- Only the queues the replica serves (NULL: every queue).
-       AND (%(queues)s::text[] IS NULL OR o.queue = ANY(%(queues)s::text[]))
        AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
             SELECT 1 FROM {schedule} s WHERE s.id = o.schedule_id
               AND {not_paused}))
      ORDER BY o.due_at
-     LIMIT 1)
+     LIMIT 1),
+    (SELECT min(first.due_at)
+     FROM unnest(%(queues)s::text[]) AS served(queue)
+     CROSS JOIN LATERAL (
+         SELECT o.due_at FROM {occurrence} o
+         WHERE o.queue = served.queue
+           AND o.state IN ({claimable_states})
+           AND ({due_at_loadable}) IS TRUE
+           AND (cardinality(%(excluded)s::text[]) = 0 OR EXISTS (
+                SELECT 1 FROM {schedule} s WHERE s.id = o.schedule_id
+                  AND {not_paused}))
+         -- due_at itself, as the index holds it (django_jobs_claim_order at priority 0).
+         ORDER BY django_jobs_claim_order(o.due_at, 0::smallint)
+         LIMIT 1) AS first)
 ) AS wakeup
 
 -- name: notify
