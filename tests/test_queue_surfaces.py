@@ -287,3 +287,40 @@ def test_the_unserved_queue_gauge_is_one_for_a_waiting_queue_no_live_replica_ser
     }
     beat("r-every", queues=[], now=NOW)
     assert set(scrape()["django_jobs_queue_unserved"].values()) == {0}
+
+
+# --- the dashboard --------------------------------------------------------------------------
+
+
+def queue_cells(client: Client) -> dict[str, list[str]]:
+    """The dashboard's queue lines, each queue's cells after its name."""
+    with use_clock(FakeClock(NOW)), override_settings(DJANGO_JOBS=METRICS):
+        response = client.get(reverse("admin:django_jobs_dashboard"))
+    assert response.status_code == 200
+    rows = re.findall(r'<tr class="jobs-queue"[^>]*>(.*?)</tr>', response.content.decode(), re.S)
+    cells = [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td.*?>(.*?)</td>", r)]
+        for r in rows
+    ]
+    return {row[0]: row[1:] for row in cells}
+
+
+def test_the_dashboard_shows_each_queues_due_running_limit_and_whether_served(
+    root_client, rows
+) -> None:
+    claim("r-mail", NOW, limit=1, queue="mail")
+    beat("r-mail", queues=[{"name": "mail", "concurrency": 2}], now=NOW)
+    # queue: due, running, limit, served
+    assert queue_cells(root_client) == {
+        "default": ["1", "0", "-", "no"],
+        "idle": ["0", "0", "1", "no"],
+        "mail": ["1", "1", "-", "yes"],
+        "reports": ["1", "0", "2", "no"],
+        "urgent": ["1", "0", "-", "no"],
+    }
+
+
+def test_a_scoped_user_sees_only_their_queues_and_not_the_fleets_figures(rows, schedules) -> None:
+    client = staff_on(schedules["default"])
+    # Their schedule's work alone; limits and serving are the fleet's (view_replica).
+    assert queue_cells(client) == {"default": ["1", "0"], "urgent": ["1", "0"]}

@@ -2,7 +2,9 @@
 
 Replicas (with the ``view_replica`` permission: they are the fleet's, not a tenant's), due
 work not started and its age, one line per schedule (newest outcome, failing streak,
-lateness p50/p99 over the window, next run, dead letters), and outcome counts over time.
+lateness p50/p99 over the window, next run, dead letters), outcome counts over time, and by
+queue: due work, what runs, and (with ``view_replica``) the queue's limit and whether a live
+replica serves it.
 Everything is scoped like every other page (``permissions.visible``) and read with one
 statement each (``store.console``), none counting the whole occurrence table.
 """
@@ -18,6 +20,7 @@ from ..clock import ensure_aware_utc
 from ..conf import get_settings
 from ..models import OccurrenceState, Replica, ReplicaState, Schedule, ScheduleStatus
 from ..scheduling import timings, upcoming
+from .health import served_queues
 
 # The windows a user may choose, by name: (span, buckets of the chart).
 WINDOWS: dict[str, tuple[timedelta, int]] = {
@@ -81,6 +84,19 @@ class ReplicaLine:
 
 
 @dataclass(frozen=True)
+class QueueLine:
+    """One queue's line: its due work not started and its running occurrences, of the
+    schedules the user may see; its fleet-wide limit and whether a live replica serves it
+    (None for a user who may not see the fleet)."""
+
+    name: str
+    due: int  # up to COUNT_CAP
+    running: int
+    max_running: int | None
+    served: bool | None
+
+
+@dataclass(frozen=True)
 class Dashboard:
     now: datetime
     window: str
@@ -93,6 +109,7 @@ class Dashboard:
     page: int
     pages: int
     buckets: list[Bucket] = field(default_factory=list)
+    queues: list[QueueLine] = field(default_factory=list)
 
 
 def _seconds(value: float | None) -> timedelta | None:
@@ -181,7 +198,32 @@ def dashboard(
         page=page,
         pages=pages,
         buckets=_buckets(ids, since=since, now=now, buckets=buckets),
+        queues=queue_lines(ids, now=now, fleet=may_see_replicas(actor)),
     )
+
+
+def queue_lines(ids: list[int] | None, *, now: datetime, fleet: bool) -> list[QueueLine]:
+    """Each queue with due or running work of the schedules ``ids`` (None: every one); for a
+    user who may see the fleet (``fleet``), also each declared queue (``DJANGO_JOBS["QUEUES"]``),
+    with its limit and whether a live replica serves it."""
+    found = {
+        row.queue: (int(row.due), int(row.running))
+        for row in store.queue_work(ids, now=now, cap=COUNT_CAP)
+    }
+    if not fleet:
+        return [QueueLine(q, due, running, None, None) for q, (due, running) in found.items()]
+    limits = get_settings().max_running
+    max_age = timedelta(seconds=3 * get_settings().HEARTBEAT_SECONDS)
+    served = served_queues(now=now, max_age=max_age)
+    return [
+        QueueLine(
+            name,
+            *found.get(name, (0, 0)),
+            max_running=limits.get(name),
+            served=served is None or name in served,
+        )
+        for name in sorted(set(found) | set(limits))
+    ]
 
 
 def _buckets(

@@ -35,7 +35,7 @@ from .completion import (
     record_result,
     release,
 )
-from .console import due_work, outcomes_by_bucket, schedule_lines
+from .console import due_work, outcomes_by_bucket, queue_work, schedule_lines
 from .enqueue import EnqueueWrite, TaskPathRecord, enqueue, task_path_recorded
 from .leases import hold, mark_started, renew
 from .metrics import (
@@ -180,6 +180,7 @@ __all__ = [
     "planning_context",
     "purge_batch",
     "purge_page",
+    "queue_work",
     "read_plan_batch",
     "recent_window",
     "record_result",

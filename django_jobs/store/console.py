@@ -33,6 +33,12 @@ def due_work(ids: Sequence[int] | None, *, now: datetime, cap: int) -> tuple[int
     return row.waiting, row.oldest
 
 
+def queue_work(ids: Sequence[int] | None, *, now: datetime, cap: int) -> list[Any]:
+    """(queue, due, running) of each queue with due work not started (counted within ``cap``
+    rows, as ``due_work``) or occurrences running at ``now``, by name."""
+    return _run("queues", ids, now=ensure_aware_utc(now, name="now"), cap=cap)
+
+
 def outcomes_by_bucket(
     ids: Sequence[int] | None, *, since: datetime, now: datetime, buckets: int
 ) -> list[Any]:

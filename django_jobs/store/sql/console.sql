@@ -17,6 +17,28 @@ FROM (
     LIMIT %(cap)s
 ) due
 
+-- name: queues
+-- By queue: the due work not started (as "due" counts it, within the same %(cap)s rows), and
+-- the occurrences running now (processing, lease not lapsed: one range of
+-- django_jobs_occurrence_running per queue).
+WITH due AS (
+    SELECT queue, count(*) AS due FROM (
+        SELECT queue FROM {occurrence}
+        WHERE state IN (%(scheduled)s, %(failed)s) AND due_at <= %(now)s {visible}
+        ORDER BY due_at
+        LIMIT %(cap)s
+    ) d
+    GROUP BY queue
+),
+running AS (
+    SELECT queue, count(*) AS running FROM {occurrence}
+    WHERE state = %(processing)s AND lease_expires_at > %(now)s {visible}
+    GROUP BY queue
+)
+SELECT queue, coalesce(due.due, 0) AS due, coalesce(running.running, 0) AS running
+FROM due FULL JOIN running USING (queue)
+ORDER BY queue
+
 -- name: chart
 -- Occurrences scheduled in [since, now), by state and by bucket (1..%(buckets)s).
 SELECT width_bucket(extract(epoch FROM scheduled_at), %(since_epoch)s, %(now_epoch)s,
