@@ -24,8 +24,8 @@ GROUP BY o.queue
 
 -- name: waiting_queues
 -- The queues that have work waiting (scheduled, or failed and waiting for its retry), due or
--- not: a skip scan of django_jobs_occurrence_queue, one index descent per queue (queues are
--- few), never a DISTINCT over the rows. What jobs health and django_jobs_queue_unserved
+-- not: a skip scan of an index leading with the queue (django_jobs_occurrence_qdue or _queue,
+-- the planner's choice), one descent per queue (queues are few), never a DISTINCT over the rows. What jobs health and django_jobs_queue_unserved
 -- compare with the queues the live replicas serve.
 WITH RECURSIVE q AS (
     (SELECT o.queue FROM {occurrence} o
