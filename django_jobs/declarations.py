@@ -195,10 +195,33 @@ def _first_problem(d: Declaration, args: object) -> tuple[str, str] | None:
     return None
 
 
+def _job_and_args(
+    key: str, job: str, task: Any, args: Any, kwargs: Any
+) -> tuple[str, dict[str, Any] | None]:
+    """The job a declaration names and its arguments: ``job`` and ``args`` as given, or, for a
+    ``task=`` schedule, the Tasks backend's job and the task's arguments (``task_schedules``)."""
+    if task is None:
+        if kwargs is not None:
+            raise InvalidSchedule(
+                key, "kwargs", "only a task= schedule takes kwargs=; a job's are args={...}"
+            )
+        if job is NOT_GIVEN:
+            raise InvalidSchedule(key, "job", "name the job to run (job=...) or a task (task=...)")
+        return job, args
+    if job is not NOT_GIVEN:
+        raise InvalidSchedule(key, "task", "give job= or task=, not both")
+    from .task_schedules import TaskScheduleError, task_schedule
+
+    try:
+        return task_schedule(task, args, kwargs)
+    except TaskScheduleError as exc:
+        raise InvalidSchedule(key, exc.field, exc.message) from None
+
+
 def schedule(
     key: str,
     *,
-    job: str,
+    job: str = NOT_GIVEN,
     timing: Timing,
     operating_owner: str = NOT_GIVEN,
     record_owner: str = NOT_GIVEN,
@@ -213,11 +236,13 @@ def schedule(
     timeout: timedelta = NOT_GIVEN,
     decider: str = NOT_GIVEN,
     decide_by: dt.date | None = None,
-    args: dict[str, Any] | None = None,
+    args: dict[str, Any] | list[Any] | tuple[Any, ...] | None = None,
     priority: int = NOT_GIVEN,
     queue: str = DEFAULT_QUEUE,
     register: bool = True,
     departure: Departure | None = None,
+    task: Any = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> Declaration:
     """Declare a schedule record; see docs/schedules.md for every field and its default.
 
@@ -227,7 +252,11 @@ def schedule(
     field that neither the declaration nor the defaults give. With ``register`` (the default,
     for ``schedules.py`` modules) the declaration is added to the set that ``manage.py jobs
     sync`` writes.
+
+    ``task=`` (instead of ``job=``) runs a ``@task`` of Django's Tasks framework with ``args``
+    (a list) and ``kwargs`` (a dict): see ``task_schedules``.
     """
+    job, args = _job_and_args(key, job, task, args, kwargs)
     given, missing = completed(
         {
             "operating_owner": operating_owner,

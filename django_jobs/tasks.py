@@ -14,8 +14,9 @@ A task enqueued inside a transaction exists only if that transaction commits (no
 commit. The result id is the occurrence's identity.
 
 The handler trusts an occurrence's arguments only as far as their writer: it runs only the
-occurrences of its alias's policy record (what ``JobsBackend.enqueue`` writes; a run-time
-schedule or run-now can never name the alias's job, ``registry.runtime_problem``), and the
+occurrences of its alias's policy record (what ``JobsBackend.enqueue`` writes) and of
+schedules declared in code with ``task=`` (``task_schedules``); a run-time schedule or run-now
+with arguments can never name the alias's job (``registry.runtime_problem``). And the
 task path it reads selects a ``Task`` object of this backend alias that the process defined,
 or whose path ``JobsBackend.enqueue`` recorded for the alias (``TaskPath``: the path the
 ``Task`` object reported, never one read from arguments). It never imports any other path
@@ -267,26 +268,30 @@ def _kept(value: Any, what: str, *, arguments: bool = False) -> Any:
 
 
 def _own_alias(run: Run) -> str:
-    """The alias whose policy record holds the occurrence ``run`` runs: the only records
-    ``JobsBackend.enqueue`` writes into (the default tenant, key ``@django_jobs.tasks:<alias>``,
-    origin ``enqueue``). Anything else naming the job is refused (``TaskRefused``)."""
+    """The alias whose job the occurrence ``run`` runs, from its schedule: the alias's policy
+    record, the only record ``JobsBackend.enqueue`` writes into (the default tenant, key
+    ``@django_jobs.tasks:<alias>``, origin ``enqueue``), or a schedule declared in code with
+    ``task=`` (origin ``code``: ``task_schedules``). Anything else naming the job (a run-time
+    schedule, which ``registry.runtime_problem`` keeps from naming it anyway) is refused
+    (``TaskRefused``)."""
     from .models import Origin
     from .services.enqueue import ScheduleOf, policy_key, schedule_of
 
     record = schedule_of(run.occurrence_key) or ScheduleOf(tenant="", key="", job="", origin="")
     tenant, key, job, origin = record.tenant, record.key, record.job, record.origin
     alias = job.removeprefix(TASKS_JOB_PREFIX)
+    enqueued = tenant == "" and key == policy_key(job) and origin == Origin.ENQUEUE
+    declared = origin == Origin.CODE and not key.startswith("@")
     if (
         not job.startswith(TASKS_JOB_PREFIX)
-        or tenant != ""
-        or key != policy_key(job)
-        or origin != Origin.ENQUEUE
+        or not (enqueued or declared)
         or alias not in conf.tasks_backends()
     ):
         raise TaskRefused(
             f"occurrence {run.occurrence_key} is not enqueued work of a Tasks backend alias "
             f"(schedule {tenant + '/' if tenant else ''}{key or '?'}, job {job or '?'}, origin "
-            f"{origin or '?'}): the Tasks handler runs only what JobsBackend.enqueue wrote"
+            f"{origin or '?'}): the Tasks handler runs only what JobsBackend.enqueue wrote and "
+            "schedules declared in code with task="
         )
     return alias
 

@@ -94,3 +94,34 @@ if "stubborn_timeout" in DECLARED:
         record_owner="tests@example.com",
         status="active",
     )
+
+# A @task run by a declared schedule at 02:30 in Berlin, across the 2027 spring gap
+# (tests/test_task_schedules.py): on 2027-03-28 02:30 does not exist and "shift" runs it at
+# 03:00 CEST.
+TASK_BERLIN_KEY = "proc.task.berlin"
+
+if "task_berlin" in DECLARED:
+    from django_jobs import cron
+
+    from .tasks import nightly_report
+
+    schedule(
+        TASK_BERLIN_KEY,
+        task=nightly_report,
+        args=["berlin"],
+        kwargs={"pages": 3},
+        timing=cron(
+            "30 2 * * *",
+            zone="Europe/Berlin",
+            skipped="shift",
+            repeated="first",
+            reason="the nightly report is built at 02:30 for readers in Berlin",
+        ),
+        max_delay=timedelta(hours=6),
+        overlap=Overlap.ALLOW,
+        timeout=timedelta(minutes=15),
+        retention=timedelta(days=30),
+        operating_owner="tests",
+        record_owner="tests@example.com",
+        status="active",
+    )

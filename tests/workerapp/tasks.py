@@ -70,3 +70,15 @@ def effect_after_start(name: str) -> str:
         time.sleep(0.05)
     effects.record(name, token=0)
     return name
+
+
+@task(takes_context=True)
+def nightly_report(context: TaskContext, label: str, *, pages: int = 1) -> dict[str, Any]:
+    """Run by a declared schedule (tests/test_task_schedules.py): says which instant it ran
+    for (a scheduled task's ``enqueued_at`` is its occurrence's instant) and on which attempt."""
+    return {
+        "label": label,
+        "pages": pages,
+        "for": context.task_result.enqueued_at.isoformat(),
+        "attempt": context.attempt,
+    }
