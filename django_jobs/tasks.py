@@ -90,8 +90,9 @@ task_started: Any = _names["task_started"]
 normalize_json: Any = _names["normalize_json"]
 
 
-class TaskArgumentsError(JobsError, TypeError):
-    """A task's arguments JSON cannot hold (a ``TypeError``, as the framework raises)."""
+class TaskArgumentsError(JobsError, TypeError, ValueError):
+    """A task's arguments the framework's ``normalize_json`` refuses: a ``TypeError`` (an
+    unsupported type) and a ``ValueError`` (bytes that are not UTF-8), as it raises either."""
 
 
 class TaskLimitExceeded(JobsError, ValueError):

@@ -253,6 +253,15 @@ def test_arguments_over_the_limit_raise_a_value_error_naming_it(clock) -> None:
     assert not Occurrence.objects.exists()
 
 
+def test_arguments_normalize_json_refuses_raise_its_own_builtin_type(clock) -> None:
+    with use_clock(clock):
+        with pytest.raises(ValueError, match="Unsupported value"):
+            echo.enqueue(b"\xff")  # not UTF-8: the framework raises ValueError
+        with pytest.raises(TypeError, match="Unsupported type"):
+            echo.enqueue(object())
+    assert not Occurrence.objects.exists()
+
+
 def test_a_result_over_the_limit_fails_the_task_with_a_value_error_naming_it(clock) -> None:
     result = run(returns_too_much, clock)
     assert result.status == TaskResultStatus.FAILED
