@@ -1,95 +1,9 @@
 """django_jobs settings: the only module that reads `django.conf.settings`.
 
 All settings live in one dict, ``DJANGO_JOBS``. Values are read at access time, so
-``override_settings(DJANGO_JOBS={...})`` takes effect at once in tests.
-
-========================  =======  =====================================================
-key                       default  meaning
-========================  =======  =====================================================
-LEASE_SECONDS             30       how long a claim holds an occurrence before another
-                                   replica may take it over
-CLAIM_BATCH_SIZE          50       how many due occurrences one claim takes at most
-CLAIM_AHEAD               16       how many occurrences a replica may claim beyond its free
-                                   run threads while its recent runs are short (under
-                                   0.1 s on average); 0 turns claiming ahead off
-PLAN_BATCH_SIZE           500      how many due schedules one plan pass plans at most
-                                   (in a handful of statements)
-PLAN_AHEAD_SECONDS        30       how long before an instant its occurrence may be
-                                   planned, so a burst of due work pays no plan pass
-                                   (overlap ``skip`` is decided when it comes due);
-                                   0 plans at the instant; at most 600
-SHUTDOWN_GRACE_SECONDS    30       how long SIGTERM waits for running occurrences
-TIMEOUT_GRACE_SECONDS     10       how long a cancelled run (past its timeout, or its
-                                   lease lost or unconfirmed) may take to stop before
-                                   it is cut off
-HEARTBEAT_SECONDS         5        how often a replica records that it is alive
-POLL_SECONDS              5.0      the longest an idle worker sleeps; it wakes earlier
-                                   for due work and for NOTIFY from other replicas
-ERROR_MESSAGE_MAX_CHARS   1000     stored error messages are cut to this length
-PURGE_BATCH_SIZE          1000     rows one purge statement deletes at most
-RETENTION_SECONDS         60       how often a serving replica tries to run automatic
-                                   retention (one replica at a time, fleet-wide); 0
-                                   turns it off (then only ``jobs purge`` deletes)
-RETENTION_BUDGET_SECONDS  10       the longest one retention pass keeps deleting; the
-                                   next pass continues where it stopped
-ONE_OFF_KEEP_SECONDS      604800   how long a retired one-off whose Limit only counts
-                                   (``keep_last``) is kept before it is removed with its
-                                   rows (one with ``keep_for`` is kept that long)
-PAUSED_SCHEDULES          ()       the kill switch: schedules no worker may plan or
-                                   claim, read by workers at every pass: ``"*"`` (all),
-                                   a bare key (that key in every tenant), ``"<tenant>/<key>"``
-                                   (that key in one tenant), ``"<tenant>/*"`` (every
-                                   schedule of one tenant); see below
-AUDIT_LOG                 None     dotted path of the project's audit function; without
-                                   it, operator actions leave django_jobs AuditRecords
-ON_DEAD                   None     dotted path of a callable ``(event) -> None`` called
-                                   once per occurrence that goes dead, after the write
-                                   committed (connected to ``signals.occurrence_dead``;
-                                   a path that does not import is check E004)
-COMMANDS                  ()       dotted paths of the modules (or single callables)
-                                   that are the project's application commands: each
-                                   handler must call one of them or an approved port
-                                   (check W024), from the app that owns it (W026)
-APPROVED_PORTS            ()       dotted paths of the modules or callables that are
-                                   approved ports (a partner gateway, a mailer), which
-                                   a handler may call instead of a command
-REDACT_PATTERNS           ()       extra regular expressions whose matches are replaced by
-                                   ``[redacted]`` in stored and logged job errors, on top
-                                   of the defaults (URL credentials, password=/token=
-                                   pairs, Authorization headers, common token shapes); a
-                                   named group ``secret`` limits it to that group
-CLI_ACTOR                 None     the Django username ``manage.py jobs`` acts as (and
-                                   audits) when ``--actor`` is not given; without it,
-                                   the user named as the OS user running the command
-CLI_ACTOR_RULES           ()       what ``manage.py jobs --actor U`` must satisfy besides
-                                   naming a user: ``"os_user"`` (U is the name of the
-                                   OS user running the command), ``"no_superuser"`` (U
-                                   is not a superuser); empty: U is taken as asserted
-                                   (whoever runs manage.py has full trust anyway)
-METRICS_TOKEN             None     the bearer token that admits a Prometheus scrape of the
-                                   metrics view (``Authorization: Bearer <token>``): 32+
-                                   printable characters, no spaces; None: only a staff
-                                   session with ``view_schedule`` may read the metrics
-METRICS_WINDOW_SECONDS    300      the window of the metrics over recent occurrences (those
-                                   scheduled in the last this many seconds): their states,
-                                   start lateness and duration histograms, takeovers
-RUNTIME_JOBS              ()       names of jobs offered at run time besides those declared
-                                   ``@job(..., runtime=True)``: run-time schedules and
-                                   run-now arguments may name only these (the Tasks
-                                   backend's jobs never, even if listed)
-DEFAULTS                  {}       the record defaults: ``schedule()`` fields a declaration
-                                   may leave out (``operating_owner``, ``record_owner``,
-                                   ``status``, ``retention``, ``decider``, ``max_delay``,
-                                   ``misfire``, ``max_catchup``, ``overlap``, ``retry``,
-                                   ``timeout``, ``priority``), and the policies of
-                                   ``@job`` (``retry``, ``timeout``, ``retention``,
-                                   ``priority``; ``operating_owner`` as its ``owner``);
-                                   read when the declaration is made
-QUEUES                    {}       fleet-wide limits per queue: ``{"reports":
-                                   {"MAX_RUNNING": 2}}`` lets at most 2 occurrences of
-                                   queue ``reports`` run at once, however many replicas
-                                   serve it; read by claims at every pass
-========================  =======  =====================================================
+``override_settings(DJANGO_JOBS={...})`` takes effect at once in tests. Every key, its default
+and its meaning: docs/worker.md, "Settings" (``JobsSettings`` below holds the same keys and
+defaults; tests/test_settings_table.py keeps the two equal).
 
 ``PAUSED_SCHEDULES`` entries: tenants cannot hold ``/`` and keys can, so an entry with a ``/``
 splits at its first one into tenant and key (``"acme/reports/daily"`` is key
@@ -494,5 +408,20 @@ def tasks_backends() -> dict[str, dict[str, Any]]:
     return {
         str(alias): dict(params.get("OPTIONS") or {})
         for alias, params in configured.items()
-        if isinstance(params, dict) and params.get("BACKEND") == TASKS_BACKEND
+        if isinstance(params, dict) and _jobs_backend(params.get("BACKEND"))
     }
+
+
+def _jobs_backend(path: object) -> bool:
+    """``path`` names ``JobsBackend`` or a subclass of it (a path that does not import is
+    neither: Django's own loading of ``TASKS`` reports it)."""
+    from django.utils.module_loading import import_string
+
+    try:
+        backend = path if path == TASKS_BACKEND else import_string(str(path))
+    except ImportError:
+        return False
+    if isinstance(backend, str):
+        return True
+    names = (f"{c.__module__}.{c.__qualname__}" for c in getattr(backend, "__mro__", ()))
+    return TASKS_BACKEND in names

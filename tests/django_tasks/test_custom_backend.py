@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import pytest
 
-from django_jobs.exceptions import UnknownJob
 from django_jobs.models import Occurrence
 from django_jobs.tasks import JobsBackend
 
@@ -133,14 +132,6 @@ def test_custom_task_invalid_kwarg() -> None:
         task(unknown_param=123)(test_tasks.noop_task.func)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnknownJob,
-    reason="bug beyond #36 items 1-8: an alias whose BACKEND is a subclass of JobsBackend is "
-    "no JobsBackend alias to conf.tasks_backends (BACKEND compared with the exact string "
-    "'django_jobs.tasks.JobsBackend'), so no job is registered for it and enqueue raises "
-    "UnknownJob (before 9630a84 enqueue took the task and the worker refused it: TaskRefused)",
-)
 @pytest.mark.usefixtures("custom_task_backend")
 def test_a_task_of_a_jobs_backend_subclass_runs(drain) -> None:
     """Ours: a subclass of JobsBackend (here for its task_class) is still JobsBackend; a task
