@@ -358,7 +358,21 @@ def test_a_silent_replica_is_declared_gone_once(
     assert Replica.objects.get(id="b").state == ReplicaState.RUNNING  # recent: not gone
 
 
+@pytest.fixture
+def no_task_relay() -> Iterator[None]:
+    """The suite's settings name JobsBackend, whose ``task_finished`` relay is a receiver of
+    the occurrence signals (``task_results.connect_finished``): off for this test."""
+    from django_jobs.task_results import connect_finished
+
+    ends = (signals.occurrence_completed, signals.occurrence_dead, signals.occurrence_skipped)
+    for signal in ends:
+        signal.disconnect(dispatch_uid="django_jobs.tasks.task_finished")
+    yield
+    connect_finished()
+
+
 @pytestmark_db
+@pytest.mark.usefixtures("no_task_relay")
 def test_without_receivers_nothing_is_built_or_declared(
     worker, clock, django_capture_on_commit_callbacks
 ) -> None:
