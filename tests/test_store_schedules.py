@@ -233,11 +233,13 @@ def _other(field: Field[Any, Any], value: Any) -> Any:
 def _set_targets(statement: str) -> tuple[list[str], list[str]]:
     """The columns ``statement``'s ``SET`` assigns, and those it keys the rows by (an
     ``UPDATE``'s ``id``, an upsert's conflict target); each assignment takes the value of
-    the same column of its source (``t.<column>``, ``EXCLUDED.<column>``)."""
+    the same column of its source (``t.<column>``, ``EXCLUDED.<column>``). An ``UPDATE``
+    is the statement's own, at the start of a line (not one of its ``WITH`` clauses, which
+    are indented)."""
     lines = schedules.QUERIES[statement].splitlines()
     query = "\n".join(line for line in lines if not line.startswith("--"))
-    if query.lstrip().startswith("UPDATE"):
-        assignments = re.search(r"\bSET\b(.*?)\bFROM\b", query, re.S)
+    assignments = re.search(r"^UPDATE\b.*?\bSET\b(.*?)\bFROM\b", query, re.S | re.M)
+    if assignments is not None:
         keys = ["id"]
     else:
         assignments = re.search(r"\bDO UPDATE SET\b(.*)$", query, re.S)

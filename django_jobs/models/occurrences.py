@@ -116,7 +116,9 @@ class Occurrence(models.Model):
     # Its schedule's (or the enqueue's) priority when it was planned: see PRIORITY_MINUTES.
     priority = models.SmallIntegerField(default=0, db_default=0)
     # The queue it is claimed from: its schedule's when it was planned, or the enqueue's.
-    # Retries and replays keep it. ``runworker --queue`` claims only its queues' rows, through
+    # Retries and replays keep it; a change of its schedule's queue moves it while it waits
+    # to start (scheduled, or failed waiting for a retry: ``store.write_records``).
+    # ``runworker --queue`` claims only its queues' rows, through
     # django_jobs_occurrence_queue; ``DJANGO_JOBS["QUEUES"]`` may cap a queue's running ones.
     queue = models.CharField(max_length=100, default="default", db_default="default")
     # What the handler returned (JSON), written with the completion; NULL: nothing (None),

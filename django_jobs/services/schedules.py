@@ -155,7 +155,8 @@ def outdates_planned(changed: dict[str, Any]) -> bool:
     """Whether a change re-plans a schedule (from its recovery point) and makes the occurrences
     planned ahead of their instant under the old record wrong (``store.withdraw_planned_ahead``):
     its timing or its status. (Policies are
-    read when an occurrence is claimed, so a change of them applies to those already planned.)"""
+    read when an occurrence is claimed, so a change of them applies to those already planned;
+    a change of queue moves those waiting to start, ``store.write_records``.)"""
     return "status" in changed or any(k in TIMING_FIELDS for k in changed)
 
 

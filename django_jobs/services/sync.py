@@ -48,7 +48,7 @@ REASON = "declared in code"
 # Bumped when what a sync writes for the same declarations changes (new columns, new
 # defaults): a replica of the new release then syncs even though its declarations did not
 # change. Runbook texts need no bump: the fingerprint includes them.
-FORMAT = 2  # 2: schedules have a priority
+FORMAT = 3  # 2: schedules have a priority; 3: a change of queue is written (2 only hashed it)
 
 
 @dataclass

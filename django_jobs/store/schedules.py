@@ -140,9 +140,12 @@ def copy_audit(records: Sequence[AuditRecord]) -> None:
 
 def write_records(schedules: Sequence[Schedule]) -> None:
     """Write the record of each of ``schedules``, changed by a sync, an upsert or the
-    alignment of a policy record: the columns a declaration sets, ``origin``, ``status`` and
-    ``retired_at``, the recovery point (``next_due_at``, ``parked_*``) and ``updated_at``.
-    The caller locked each row and read it after the lock. One statement."""
+    alignment of a policy record: the columns a declaration sets (``queue`` included),
+    ``origin``, ``status`` and ``retired_at``, the recovery point (``next_due_at``,
+    ``parked_*``) and ``updated_at``. A schedule whose queue changes takes its occurrences
+    that wait to start (scheduled, or failed waiting for a retry) to the new queue; a
+    running one, and a policy record's enqueued work, keep theirs. The caller locked each
+    row and read it after the lock. One statement."""
     _write("write_records", schedules)
 
 

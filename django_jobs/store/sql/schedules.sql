@@ -27,39 +27,59 @@ COPY {audit} ({audit_columns}) FROM STDIN
 -- declaration sets, where the record comes from, its status, and the planner's recovery
 -- point as the change left it (re-planned from now, unparked). The rows are locked by the
 -- caller, which read them after the lock: nothing else wrote them since.
+-- A schedule whose queue changes takes its occurrences that wait to start along (``moved``):
+-- scheduled (due or planned ahead), or failed and waiting for their retry, whatever planned
+-- them. A processing one was claimed from its queue and ends there. A policy record's
+-- (origin enqueue) stay: enqueue() chose their queue, the job's then or one it named, and
+-- the record cannot tell which. Every part of the statement sees the rows as they were
+-- before it (``before``: the old queue); ``moved`` waits for an occurrence row a claim
+-- holds, then leaves it if the claim took it (no longer waiting).
+WITH t AS (
+    SELECT * FROM unnest(
+        %(id)s::bigint[], %(job)s::text[], %(timing_kind)s::text[], %(cron)s::text[],
+        %(interval)s::interval[], %(anchor)s::timestamptz[], %(run_at)s::timestamptz[],
+        %(delay)s::interval[], %(time_zone)s::text[], %(skipped_time)s::text[],
+        %(repeated_time)s::text[], %(rrule)s::text[], %(calendar)s::jsonb[],
+        %(on_excluded)s::text[], %(zone_reason)s::text[], %(args)s::jsonb[],
+        %(priority)s::smallint[], %(queue)s::text[], %(max_delay)s::interval[],
+        %(overlap)s::text[], %(misfire)s::text[], %(max_catchup)s::integer[],
+        %(max_attempts)s::integer[], %(backoff)s::interval[], %(max_backoff)s::interval[],
+        %(timeout)s::interval[], %(operating_owner)s::text[], %(record_owner)s::text[],
+        %(status)s::text[], %(decider)s::text[], %(decide_by)s::date[], %(origin)s::text[],
+        %(updated_at)s::timestamptz[], %(retired_at)s::timestamptz[],
+        %(next_due_at)s::timestamptz[], %(parked_at)s::timestamptz[],
+        %(parked_field)s::text[], %(parked_reason)s::text[]
+    ) AS t(
+        id, job, timing_kind, cron, "interval", anchor, run_at, delay, time_zone,
+        skipped_time, repeated_time, rrule, calendar, on_excluded, zone_reason, args,
+        priority, queue, max_delay, overlap, misfire, max_catchup, max_attempts, backoff,
+        max_backoff, timeout, operating_owner, record_owner, status, decider, decide_by,
+        origin, updated_at, retired_at, next_due_at, parked_at, parked_field, parked_reason
+    )
+),
+requeued AS (
+    SELECT t.id, t.queue FROM t JOIN {schedule} before ON before.id = t.id
+    WHERE before.queue <> t.queue AND before.origin <> %(origin_enqueue)s
+),
+moved AS (
+    UPDATE {occurrence} o SET queue = r.queue
+    FROM requeued r
+    WHERE o.schedule_id = r.id AND o.state IN (%(scheduled)s, %(failed)s)
+      AND o.queue <> r.queue
+)
 UPDATE {schedule} s SET
     job = t.job, timing_kind = t.timing_kind, cron = t.cron, "interval" = t.interval,
     anchor = t.anchor, run_at = t.run_at, delay = t.delay, time_zone = t.time_zone,
     skipped_time = t.skipped_time, repeated_time = t.repeated_time, rrule = t.rrule,
     calendar = t.calendar, on_excluded = t.on_excluded, zone_reason = t.zone_reason,
-    args = t.args, priority = t.priority, max_delay = t.max_delay, overlap = t.overlap,
-    misfire = t.misfire, max_catchup = t.max_catchup, max_attempts = t.max_attempts,
-    backoff = t.backoff, max_backoff = t.max_backoff, timeout = t.timeout,
-    operating_owner = t.operating_owner, record_owner = t.record_owner, status = t.status,
-    decider = t.decider, decide_by = t.decide_by, origin = t.origin,
+    args = t.args, priority = t.priority, queue = t.queue, max_delay = t.max_delay,
+    overlap = t.overlap, misfire = t.misfire, max_catchup = t.max_catchup,
+    max_attempts = t.max_attempts, backoff = t.backoff, max_backoff = t.max_backoff,
+    timeout = t.timeout, operating_owner = t.operating_owner, record_owner = t.record_owner,
+    status = t.status, decider = t.decider, decide_by = t.decide_by, origin = t.origin,
     updated_at = t.updated_at, retired_at = t.retired_at, next_due_at = t.next_due_at,
     parked_at = t.parked_at, parked_field = t.parked_field, parked_reason = t.parked_reason
-FROM unnest(
-    %(id)s::bigint[], %(job)s::text[], %(timing_kind)s::text[], %(cron)s::text[],
-    %(interval)s::interval[], %(anchor)s::timestamptz[], %(run_at)s::timestamptz[],
-    %(delay)s::interval[], %(time_zone)s::text[], %(skipped_time)s::text[],
-    %(repeated_time)s::text[], %(rrule)s::text[], %(calendar)s::jsonb[],
-    %(on_excluded)s::text[], %(zone_reason)s::text[], %(args)s::jsonb[],
-    %(priority)s::smallint[], %(max_delay)s::interval[], %(overlap)s::text[],
-    %(misfire)s::text[], %(max_catchup)s::integer[], %(max_attempts)s::integer[],
-    %(backoff)s::interval[], %(max_backoff)s::interval[], %(timeout)s::interval[],
-    %(operating_owner)s::text[], %(record_owner)s::text[], %(status)s::text[],
-    %(decider)s::text[], %(decide_by)s::date[], %(origin)s::text[],
-    %(updated_at)s::timestamptz[], %(retired_at)s::timestamptz[],
-    %(next_due_at)s::timestamptz[], %(parked_at)s::timestamptz[], %(parked_field)s::text[],
-    %(parked_reason)s::text[]
-) AS t(
-    id, job, timing_kind, cron, "interval", anchor, run_at, delay, time_zone, skipped_time,
-    repeated_time, rrule, calendar, on_excluded, zone_reason, args, priority, max_delay,
-    overlap, misfire, max_catchup, max_attempts, backoff, max_backoff, timeout,
-    operating_owner, record_owner, status, decider, decide_by, origin, updated_at,
-    retired_at, next_due_at, parked_at, parked_field, parked_reason
-)
+FROM t
 WHERE s.id = t.id
 
 -- name: write_status
