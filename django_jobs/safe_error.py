@@ -2,7 +2,7 @@
 
 Only the exception's type and a bounded, single-paragraph message are kept: never frame locals,
 never settings, and a traceback only for a job that asks for one (the Tasks handler: the
-framework's ``TaskError.traceback``), redacted line by line and cut to its last
+framework's ``TaskError.traceback``), its end redacted as one text and cut to its last
 ``TRACEBACK_MAX_CHARS``. Secrets in the message are replaced by ``[redacted]`` before it is
 bounded, stored or logged.
 
@@ -337,17 +337,17 @@ class SafeError:
         cls, exc: BaseException, *, max_chars: int = 0, patterns: Iterable[str] = ()
     ) -> SafeError:
         """The exception's type, and as its message its traceback (``format_exception``),
-        each line redacted, then cut to its last ``TRACEBACK_MAX_CHARS`` (or ``max_chars``, if
-        larger): the end of a traceback (where it was raised, and the exception itself) is the
-        part that says what went wrong."""
+        redacted as one text, then cut to its last ``TRACEBACK_MAX_CHARS`` (or ``max_chars``,
+        if larger): the end of a traceback (where it was raised, and the exception itself) is
+        the part that says what went wrong. Only its end is redacted (``_traceback_end``)."""
         patterns = tuple(patterns)
         safe = cls.from_exception(exc, max_chars=max_chars or 1, patterns=patterns)
         try:
-            lines = "".join(traceback.format_exception(exc)).splitlines(keepends=True)
+            text = "".join(traceback.format_exception(exc))
         except Exception:  # a hostile __str__ or __repr__: the message alone, as any job's
             return cls.from_exception(exc, max_chars=max_chars, patterns=patterns)
-        text = "".join(redact(line, patterns) for line in lines)
-        return cls(type=safe.type, message=bound_tail(text, max(max_chars, TRACEBACK_MAX_CHARS)))
+        keep = max(max_chars, TRACEBACK_MAX_CHARS)
+        return cls(type=safe.type, message=_traceback_end(text, keep, patterns))
 
     def __str__(self) -> str:
         return f"{self.type}: {self.message}"
@@ -355,6 +355,56 @@ class SafeError:
 
 # The most of a traceback kept (``SafeError.with_traceback``): its last characters.
 TRACEBACK_MAX_CHARS = 8192
+
+# A private key's first and last lines, as ``_RULES``' PEM block pattern reads them (a line
+# is at most ``_PEM_LINE`` characters long); the last BEGIN line: the greedy run goes to the
+# end, then gives back one character at a time until a BEGIN line ends there.
+_PEM_BEGIN = r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_LINE = 80
+_LAST_PEM_BEGIN = re.compile(rf"(?s).*({_PEM_BEGIN})")
+_CUT = "[truncated]…\n"
+_SPACE = re.compile(r"\s+")
+
+
+def _traceback_end(text: str, keep: int, patterns: tuple[str, ...]) -> str:
+    """The last ``keep`` characters of a traceback, redacted as one text (so the patterns
+    that span lines, a PEM block and a value on the line after its name, still match).
+
+    Only its end is redacted: the last ``keep + _SCAN_MAX`` characters, from the first word
+    that starts within them, so a traceback of megabytes costs little more than a message.
+    A secret the cut splits starts at least ``_SCAN_MAX`` characters before what is kept,
+    but for a private key, whose body may be longer: the rest of a key whose BEGIN line
+    starts before the cut is hidden, up to its END line (``_rest_of_key``)."""
+    if len(text) <= keep + _SCAN_MAX:
+        return bound_tail(_hidden(text, _found(text, patterns)), keep)
+    # From the first whole word: half a secret matches no pattern.
+    space = _SPACE.search(text, len(text) - keep - _SCAN_MAX)
+    cut = space.end() if space else len(text)
+    window = text[cut:]
+    spans = list(_found(window, patterns))
+    if rest := _rest_of_key(text, cut):
+        spans.append((0, rest))
+    tail = bound_tail(_hidden(window, spans), keep - len(_CUT))
+    return _CUT + tail.removeprefix(_CUT)
+
+
+def _rest_of_key(text: str, cut: int) -> int:
+    """How much of ``text[cut:]`` is the rest of a private key whose BEGIN line starts before
+    ``cut`` (possibly running past it): up to its END line, or all of it if it has none; 0 if
+    no key is open at ``cut``. Read back from ``cut``, only when a key is named at all."""
+    endpos = min(len(text), cut + _PEM_LINE)
+    if text.find("PRIVATE KEY", 0, endpos) < 0:
+        return 0
+    while True:  # the last BEGIN line that starts before the cut (at most 3 start after it)
+        last = _LAST_PEM_BEGIN.match(text, 0, endpos)
+        if last is None:
+            return 0
+        if last.start(1) < cut:
+            break
+        endpos = last.start(1)
+    end = _PEM_END.search(text, last.end(1))
+    return len(text) - cut if end is None else max(0, end.end() - cut)
 
 
 def loggable(

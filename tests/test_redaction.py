@@ -174,6 +174,47 @@ def test_a_secret_cut_by_the_scan_limit_is_dropped_with_its_word() -> None:
     assert len(error.message) == 1000
 
 
+KEY_LINE = "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"
+
+
+def _key(body_lines: int, *, end: bool = True) -> str:
+    lines = ["-----BEGIN RSA PRIVATE KEY-----", *[KEY_LINE] * body_lines]
+    return "\n".join([*lines, "-----END RSA PRIVATE KEY-----"] if end else lines)
+
+
+def _traceback_cut_at(message: str, cut: int) -> str:
+    """The stored traceback of ``ValueError(message)`` whose end, as read for redaction (the
+    kept characters and 64 KiB more), starts ``cut`` characters into ``message``."""
+    text_length = len("ValueError: ") + len(message) + 1
+    keep = text_length - 64 * 1024 - len("ValueError: ") - cut
+    assert keep >= 8192
+    return SafeError.with_traceback(PartnerDown(message), max_chars=keep).message
+
+
+# Where a key's BEGIN line starts, lies, and ends: the cut falls before, inside and after it.
+@pytest.mark.parametrize("into", [-1, 0, 1, 5, 11, 20, 30, 31, 32, 40])
+@pytest.mark.parametrize("end", [True, False])
+def test_a_private_key_whose_begin_line_the_traceback_cut_leaves_out_is_hidden(
+    into: int, end: bool
+) -> None:
+    message = "failed: " + _key(3_000, end=end) + "\ngone" + " after" * 100
+    stored = _traceback_cut_at(message, message.index("-----BEGIN") + into)
+    assert stored.startswith("[truncated]")
+    assert "MIIE" not in stored
+    assert "/VDL5" not in stored  # nor half a line of it
+    assert "ezV6ffAt0gun" not in stored
+    assert stored.endswith(" after\n") == end  # with no END, the key runs to the end
+
+
+@pytest.mark.parametrize("into", [-1, 0, 1, 5, 10, 20, 28, 29, 30])
+def test_a_traceback_cut_inside_a_keys_end_line_hides_no_more_than_the_key(into: int) -> None:
+    message = "failed: " + _key(3_000) + "\nthen" + " after" * 20_000
+    stored = _traceback_cut_at(message, message.index("-----END") + into)
+    assert "MIIE" not in stored
+    assert "PRIVATE KEY" not in stored
+    assert stored.count(" after") > 9_000  # what follows the key is kept (56 KiB of it)
+
+
 @pytest.mark.django_db
 def test_an_exception_whose_message_cannot_be_read_still_fails_the_attempt(
     clock, inline_worker

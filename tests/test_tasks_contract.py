@@ -13,11 +13,13 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.test import override_settings
+from structlog.testing import capture_logs
 
+from django_jobs import safe_error
 from django_jobs import tasks as backend_module
 from django_jobs.clock import use_clock
 from django_jobs.exceptions import JobsError, WorkerLost
-from django_jobs.models import Occurrence
+from django_jobs.models import Attempt, Occurrence
 from django_jobs.registry import registry
 from django_jobs.safe_error import TRACEBACK_MAX_CHARS
 from django_jobs.tasks import TaskLimitExceeded, job_name
@@ -46,6 +48,32 @@ def fails_deep() -> None:
 @task()
 def fails_long() -> None:
     raise ValueError("x" * 40_000 + " the end")
+
+
+# A private key's body and a value on the line after its name: secrets that span lines.
+KEY_BODY = [
+    "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun",
+    "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK",
+    "LxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW/VDL5AaWTg0nLVkjRo",
+]
+PEM = "\n".join(["-----BEGIN RSA PRIVATE KEY-----", *KEY_BODY, "-----END RSA PRIVATE KEY-----"])
+MULTI_LINE_SECRETS = "could not sign:\n" + PEM + "\npassword =\n  hunter2secret"
+
+
+@task()
+def fails_with_a_key() -> None:
+    raise ValueError(MULTI_LINE_SECRETS)
+
+
+@task()
+def fails_with_a_key_at_length(padding: int) -> None:
+    # The key, then enough lines that its BEGIN line falls out of any bounded window.
+    raise ValueError(PEM.replace(KEY_BODY[0], "\n".join([KEY_BODY[0]] * padding)))
+
+
+@task()
+def fails_huge() -> None:
+    raise ValueError("\n".join(f"line {n} of a huge message" for n in range(200_000)))
 
 
 @task()
@@ -106,17 +134,17 @@ def run(task_: Any, clock: FakeClock, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-# Item 1: a real traceback, redacted line by line, bounded.
+# Item 1: a real traceback, redacted as one text, bounded.
 
 
-def test_a_failed_attempts_error_holds_its_traceback_redacted_line_by_line(clock) -> None:
+def test_a_failed_attempts_error_holds_its_traceback_redacted(clock) -> None:
     result = run(fails_deep, clock)
     assert result.status == TaskResultStatus.FAILED
     traceback = result.errors[0].traceback
     assert traceback.startswith("Traceback (most recent call last):\n")
     assert "in fails_deep" in traceback
     assert "in _inner_failure" in traceback  # the frame that raised
-    # The source line and the message both hold the secret: each line is redacted.
+    # The source line and the message both hold the secret: both are redacted.
     assert 'raise RuntimeError("could not connect: password=[redacted]")' in traceback
     assert traceback.endswith("RuntimeError: could not connect: password=[redacted]\n")
     assert "hunter2" not in traceback
@@ -128,6 +156,60 @@ def test_a_traceback_is_bounded_keeping_its_end(clock) -> None:
     assert len(traceback) <= TRACEBACK_MAX_CHARS
     assert traceback.startswith("[truncated]")
     assert traceback.endswith(" the end\n")
+
+
+def _secret_pieces() -> list[str]:
+    return [*KEY_BODY, "hunter2secret", "-----END RSA PRIVATE KEY-----"]
+
+
+def test_secrets_that_span_lines_are_hidden_in_a_stored_traceback_and_its_logs(clock) -> None:
+    with capture_logs() as logs:
+        result = run(fails_with_a_key, clock)
+    assert result.status == TaskResultStatus.FAILED
+    occurrence = Occurrence.objects.get(pk=result.id)
+    stored = [
+        *Attempt.objects.filter(occurrence=occurrence).values_list("error_message", flat=True),
+        occurrence.last_error_message,
+        *(error.traceback for error in result.errors),
+        *(str(entry) for entry in logs),
+    ]
+    assert len(stored) >= 3 + 3 + 3  # three attempts, the occurrence, three errors, the logs
+    assert "in fails_with_a_key" in result.errors[-1].traceback  # still a traceback
+    assert "[redacted]" in result.errors[-1].traceback
+    for text in stored:
+        for piece in _secret_pieces():
+            assert piece not in text, (piece, text)
+
+
+def test_a_key_whose_begin_line_is_cut_off_a_long_traceback_is_hidden(clock) -> None:
+    # 2,000 lines of 64 characters: far more than any window read, so the BEGIN line is
+    # cut off with the start of the traceback; its body's last lines and END are kept.
+    result = run(fails_with_a_key_at_length, clock, 2_000)
+    traceback = result.errors[-1].traceback
+    assert traceback.startswith("[truncated]")
+    assert traceback.endswith("[redacted]\n")
+    for piece in _secret_pieces():
+        assert piece not in traceback
+
+
+def test_a_huge_traceback_is_cut_before_it_is_redacted(clock, monkeypatch) -> None:
+    redacted: list[int] = []
+    found = safe_error._found
+
+    def counted(text: str, patterns: tuple[str, ...]) -> Any:
+        redacted.append(len(text))
+        return found(text, patterns)
+
+    monkeypatch.setattr(safe_error, "_found", counted)
+    traceback = run(fails_huge, clock).errors[-1].traceback
+    assert traceback.endswith("line 199999 of a huge message\n")
+    assert len(traceback) <= TRACEBACK_MAX_CHARS
+    # Each of the 3 attempts redacts its type, its message's first 64 KiB and one window of
+    # the traceback's end (under 128 KiB); never the 5 MB message's 200,000 lines one by one.
+    assert redacted
+    assert max(redacted) <= 128 * 1024
+    assert len(redacted) <= 20
+    assert sum(redacted) <= 3 * (64 + 128) * 1024
 
 
 # Item 2: SystemExit, exit() and KeyboardInterrupt fail the task at once.
