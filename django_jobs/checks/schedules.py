@@ -383,12 +383,11 @@ def check_schedule_records(
     """E010-E016 over the schedule records in the database (run with ``--database``)."""
     if not databases or "default" not in databases or conf.database_vendor() != "postgresql":
         return []
-    from django.db import connection
-
     from ..models import Schedule
+    from .migrated import migrated
 
-    if Schedule._meta.db_table not in connection.introspection.table_names():
-        return []  # not migrated yet (migrate runs database checks first)
+    if not migrated():
+        return []  # not migrated yet (migrate runs the database checks first)
     today, jobs = current_date(), frozenset(registry.names())
     found: list[CheckMessage] = []
     rows = (

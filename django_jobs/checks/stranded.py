@@ -21,14 +21,11 @@ def check_stranded_schedules(
     tenant, with what to do."""
     if not databases or "default" not in databases or conf.database_vendor() != "postgresql":
         return []
-    from django.db import connection
-
-    from ..models import Occurrence, Schedule
     from ..services import stranded_schedules
+    from .migrated import migrated
 
-    tables = connection.introspection.table_names()
-    if Schedule._meta.db_table not in tables or Occurrence._meta.db_table not in tables:
-        return []  # not migrated yet (migrate runs database checks first)
+    if not migrated():
+        return []  # not migrated yet (migrate runs the database checks first)
     return [
         Warning(
             f"Schedule {s.name!r} (key {s.key!r}, tenant {s.tenant!r}) is stranded: it is "
