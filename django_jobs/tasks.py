@@ -240,15 +240,30 @@ def run_task(run: Run) -> object:
     else:
         value = task.call(*args, **kwargs)
     # task_finished is sent once the worker stored the outcome (``task_results``).
-    return _kept(normalize_json(value), f"task {task.module_path!r} (backend {alias!r})")
+    try:
+        return _kept(normalize_json(value), f"task {task.module_path!r} (backend {alias!r})")
+    except (TypeError, ValueError) as exc:  # normalize_json's refusal, or TaskLimitExceeded
+        setattr(exc, _RESULT_NOT_KEPT, True)
+        raise
+
+
+# Set on the error of a return value that cannot be kept (``run_task``).
+_RESULT_NOT_KEPT = "django_jobs_result_not_kept"
+
+
+def _ends_at_once(exc: BaseException) -> bool:
+    """Whether a task's failure makes it FAILED at once, never retried: it exited (``exit()``,
+    ``SystemExit``) or was interrupted, or it returned a value that cannot be kept (another
+    attempt would run the task, and its side effects, only to fail the same way)."""
+    return isinstance(exc, SystemExit | KeyboardInterrupt) or getattr(exc, _RESULT_NOT_KEPT, False)
 
 
 # django_jobs' own conventions checks (W024): the task function is the command it dispatches.
 run_task.django_jobs_dispatches_its_arguments = True  # type: ignore[attr-defined]
 # A task's failures are stored with their traceback (``TaskError.traceback``).
 run_task.django_jobs_keeps_traceback = True  # type: ignore[attr-defined]
-# A task that exits (exit(), SystemExit) or is interrupted is FAILED at once, never retried.
-run_task.django_jobs_final_errors = (SystemExit, KeyboardInterrupt)  # type: ignore[attr-defined]
+# Which of a task's failures end it at once (``_ends_at_once``).
+run_task.django_jobs_final_errors = _ends_at_once  # type: ignore[attr-defined]
 
 
 def _kept(value: Any, what: str, *, arguments: bool = False) -> Any:

@@ -102,6 +102,11 @@ def returns_object() -> object:
 
 
 @task()
+def enqueues_too_much() -> None:
+    echo.enqueue("z" * ARGS_MAX_BYTES)  # TaskLimitExceeded, raised by the task's own code
+
+
+@task()
 def returns_int_keys() -> dict[int, str]:
     return {1: "one"}
 
@@ -109,6 +114,31 @@ def returns_int_keys() -> dict[int, str]:
 @task()
 def returns_too_much() -> str:
     return "y" * (RESULT_MAX_BYTES + 1)
+
+
+# What each of these tasks returns cannot be kept; each run is counted (its side effect).
+UNKEPT_RUNS: list[str] = []
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+UNKEPT = {
+    "too_much": ("y" * (RESULT_MAX_BYTES + 1), f"at most {RESULT_MAX_BYTES} bytes"),
+    "nan": ({"ratio": float("nan")}, "must be a finite number"),
+    "nul": ("a\x00b", "NUL"),
+    "deep": (_nested(40), "levels deep"),
+}
+
+
+@task()
+def returns_unkept(which: str) -> Any:
+    UNKEPT_RUNS.append(which)
+    return UNKEPT[which][0]
 
 
 @task()
@@ -352,6 +382,33 @@ def test_a_result_over_the_limit_fails_the_task_with_a_value_error_naming_it(clo
     assert issubclass(error.exception_class, ValueError)
     assert issubclass(error.exception_class, JobsError)
     assert f"at most {RESULT_MAX_BYTES} bytes" in error.traceback
+
+
+@pytest.mark.parametrize("which", sorted(UNKEPT))
+def test_a_result_that_cannot_be_kept_fails_the_task_at_once(clock, which) -> None:
+    UNKEPT_RUNS.clear()
+    result = run(returns_unkept, clock, which)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1  # never retried (MAX_ATTEMPTS is 3): it would fail again
+    assert len(UNKEPT_RUNS) == 1  # its side effects happened once
+    assert [e.exception_class for e in result.errors] == [TaskLimitExceeded]
+    assert UNKEPT[which][1] in result.errors[0].traceback
+    assert Occurrence.objects.get(pk=result.id).state == "dead"
+    assert run(echo, clock, 1).return_value == [[1], {}]  # the worker goes on
+
+
+def test_a_result_the_framework_refuses_fails_the_task_at_once(clock) -> None:
+    result = run(returns_object, clock)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 1
+    assert [e.exception_class for e in result.errors] == [TypeError]  # normalize_json's own
+
+
+def test_a_task_that_raises_a_limit_error_itself_is_retried(clock) -> None:
+    result = run(enqueues_too_much, clock)
+    assert result.status == TaskResultStatus.FAILED
+    assert result.attempts == 3  # its own failure, retried as any other
+    assert {e.exception_class for e in result.errors} == {TaskLimitExceeded}
 
 
 # Item 8: an alias added at run time.

@@ -230,7 +230,7 @@ def _failed(active: ActiveRun, exc: BaseException, ctx: Execution, *, outage: bo
         return give_back_after_outage(active, ctx, exc)
     if active.reason in GIVEN_BACK_WHEN_CANCELLED and isinstance(exc, Cancelled):
         return _give_back(active, ctx, GiveBack.SHUTDOWN)
-    if isinstance(exc, _handler_says(ctx, active, FINAL_ERRORS, ())):
+    if _final(ctx, active, exc):
         return _dead(active, exc, ctx, outcome=failed_attempt(active.reason))
     return record_failure(active, exc, ctx, outcome=failed_attempt(active.reason))
 
@@ -322,10 +322,16 @@ def _safe(exc: BaseException, ctx: Execution, active: ActiveRun) -> SafeError:
 
 
 # What a handler may say of its failures, as attributes of its function (the Tasks handler
-# does): that they are stored with their traceback; which exception types end the occurrence
-# at once, never retried (a task's SystemExit and KeyboardInterrupt).
+# does): that they are stored with their traceback; which of them end the occurrence at once,
+# never retried: a tuple of exception types, or a function of the exception (a task's
+# SystemExit and KeyboardInterrupt, and a return value that cannot be kept).
 KEEPS_TRACEBACK = "django_jobs_keeps_traceback"
 FINAL_ERRORS = "django_jobs_final_errors"
+
+
+def _final(ctx: Execution, active: ActiveRun, exc: BaseException) -> bool:
+    said = _handler_says(ctx, active, FINAL_ERRORS, ())
+    return isinstance(exc, said) if isinstance(said, tuple) else bool(said(exc))
 
 
 def _handler_says(ctx: Execution, active: ActiveRun, name: str, default: Any) -> Any:
