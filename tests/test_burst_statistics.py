@@ -115,6 +115,7 @@ def test_the_wakeup_reads_one_index_entry_of_the_schedules_however_many_have_not
         "excluded": [],
         "jobs": ["tests.noop"],
         "ahead": timedelta(seconds=30),
+        "queues": None,  # a replica serving every queue
     }
     with connection.cursor() as cursor:
         cursor.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {WAKEUP_QUERIES['next_wakeup']}", params)

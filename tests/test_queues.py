@@ -115,6 +115,35 @@ def test_the_claim_of_one_queue_walks_its_index_range_among_many_other_rows() ->
     assert [lease.queue for lease in claim("r1", NOW, limit=5, queue="mail")] == ["mail"]
 
 
+def test_the_claim_of_one_queue_walks_its_index_range_when_the_queues_are_interleaved() -> None:
+    """Ten queues' rows interleaved (row n on queue n mod 10), as the statistics of a busy
+    fleet say: the claim index filtered by queue would look as cheap to the planner, and it
+    walks every other queue's rows where one queue's are behind them. The claim's order leads
+    with the queue, which only django_jobs_occurrence_queue gives (the bench's layout (b))."""
+    record, mine = ScheduleFactory.create(), ScheduleFactory.create(queue="q0")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_jobs_occurrence (id, schedule_id, tenant, scheduled_at, state,"
+            " skip_reason, trigger, due_at, lease_owner, fencing_token, attempts, failures,"
+            " last_error_type, last_error_message, queue)"
+            " SELECT gen_random_uuid(), %s, '', %s, 'scheduled', '', 'schedule',"
+            " %s - make_interval(secs => g), '', 0, 0, 0, '', '', 'q' || g %% 10"
+            " FROM generate_series(1, 50000) g",
+            [record.pk, T0, T0],
+        )
+        cursor.execute("ANALYZE django_jobs_occurrence")
+    params: dict[str, Any] = dict(now=NOW, expires=NOW + LEASE, owner="r1", limit=24)
+    params |= dict(start_now=None, tenant=None, excluded=[], queue="q0", other_queues=[])
+    with transaction.atomic(), connection.cursor() as cursor:
+        claims._walk_the_due_index()
+        cursor.execute("EXPLAIN (FORMAT TEXT) " + claims.QUEUE_QUERIES["claim"], params)
+        explained = "\n".join(row[0] for row in cursor.fetchall())
+    walk = next(line for line in explained.splitlines() if "on django_jobs_occurrence o" in line)
+    assert "Index Scan using django_jobs_occurrence_queue" in walk, explained
+    assert {lease.queue for lease in claim("r1", NOW, limit=24, queue="q0")} == {"q0"}
+    assert mine.queue == "q0"
+
+
 # --- bad names are refused, naming the object and the field ----------------------------
 
 

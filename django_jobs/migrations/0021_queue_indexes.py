@@ -6,8 +6,9 @@ transaction; only index builds, so a build that fails (it leaves an INVALID inde
 drop it) is retried by running ``migrate`` again.
 
 - ``django_jobs_occurrence_queue``: the claim of a replica serving named queues walks one
-  range per queue in claim order (queue, ``django_jobs_claim_order(due_at, priority)``),
-  partial on the claimable states.
+  range per queue in claim order (queue, ``django_jobs_claim_order(due_at, (priority +
+  0)::smallint)``, the claim order written so that no other index holds it:
+  ``models.occurrences.QUEUE_CLAIM_ORDER``), partial on the claimable states.
 - ``django_jobs_occurrence_running``: a queue's fleet-wide limit counts its running
   occurrences with it (queue, lease_expires_at; partial on ``processing``: small).
 - ``django_jobs_occurrence_qdue``: the wake-up lookup of such a replica, its earliest
@@ -37,7 +38,10 @@ class Migration(migrations.Migration):
             model_name="occurrence",
             index=models.Index(
                 models.F("queue"),
-                django_jobs.models.occurrences.ClaimOrder(models.F("due_at"), models.F("priority")),
+                django_jobs.models.occurrences.ClaimOrder(
+                    models.F("due_at"),
+                    Cast(models.F("priority") + models.Value(0), models.SmallIntegerField()),
+                ),
                 condition=models.Q(("state__in", ("scheduled", "failed", "processing"))),
                 name="django_jobs_occurrence_queue",
             ),

@@ -61,9 +61,18 @@ _FRAGMENTS = dict(
 # ``claim``: every queue but those given apart (the limited ones, each claimed on its own
 # under its lock); ``claim_queue``: one queue, over its range of django_jobs_occurrence_queue.
 QUERIES = load_queries(
-    "claims", queue_filter="o.queue <> ALL(%(other_queues)s::text[])", **_FRAGMENTS
+    "claims",
+    queue_filter="o.queue <> ALL(%(other_queues)s::text[])",
+    queue_order="django_jobs_claim_order(o.due_at, o.priority)",
+    **_FRAGMENTS,
 )
-QUEUE_QUERIES = load_queries("claims", queue_filter="o.queue = %(queue)s::text", **_FRAGMENTS)
+QUEUE_QUERIES = load_queries(
+    "claims",
+    queue_filter="o.queue = %(queue)s::text",
+    # models.occurrences.QUEUE_CLAIM_ORDER: an order only django_jobs_occurrence_queue gives.
+    queue_order="django_jobs_claim_order(o.due_at, (o.priority + 0)::smallint)",
+    **_FRAGMENTS,
+)
 
 
 def claim_runs(

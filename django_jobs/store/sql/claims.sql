@@ -84,7 +84,9 @@ WITH due AS (
       AND (%(tenant)s::text IS NULL OR o.tenant = %(tenant)s::text)
       -- Which queues: every queue but the limited ones (``claim``, a walk of the claim
       -- index), or one queue (``claim_queue``, a walk of django_jobs_occurrence_queue's range
-      -- of that queue, in the same claim order).
+      -- of that queue, in the same claim order, written as only that index holds it:
+      -- models.occurrences.QUEUE_CLAIM_ORDER), so no statistics can send the claim
+      -- through other queues' rows.
       AND {queue_filter}
       -- The kill switch, by the schedule's tenant and key.
       AND {not_paused}
@@ -112,7 +114,7 @@ WITH due AS (
                                   WHERE r.id = g.running_occurrence
                                     AND r.state = %(processing)s))
             FOR NO KEY UPDATE SKIP LOCKED))
-    ORDER BY django_jobs_claim_order(o.due_at, o.priority)
+    ORDER BY {queue_order}
     LIMIT %(limit)s
     FOR UPDATE OF o SKIP LOCKED
 ),
