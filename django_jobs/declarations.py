@@ -196,10 +196,11 @@ def _first_problem(d: Declaration, args: object) -> tuple[str, str] | None:
 
 
 def _job_and_args(
-    key: str, job: str, task: Any, args: Any, kwargs: Any
-) -> tuple[str, dict[str, Any] | None]:
-    """The job a declaration names and its arguments: ``job`` and ``args`` as given, or, for a
-    ``task=`` schedule, the Tasks backend's job and the task's arguments (``task_schedules``)."""
+    key: str, job: str, task: Any, args: Any, kwargs: Any, queue: str
+) -> tuple[str, dict[str, Any] | None, str]:
+    """The job a declaration names, its arguments and its queue: ``job``, ``args`` and
+    ``queue`` (else ``"default"``) as given, or, for a ``task=`` schedule, the Tasks backend's
+    job, the task's arguments and ``queue``, else the task's own (``task_schedules``)."""
     if task is None:
         if kwargs is not None:
             raise InvalidSchedule(
@@ -207,15 +208,16 @@ def _job_and_args(
             )
         if job is NOT_GIVEN:
             raise InvalidSchedule(key, "job", "name the job to run (job=...) or a task (task=...)")
-        return job, args
+        return job, args, DEFAULT_QUEUE if queue is NOT_GIVEN else queue
     if job is not NOT_GIVEN:
         raise InvalidSchedule(key, "task", "give job= or task=, not both")
     from .task_schedules import TaskScheduleError, task_schedule
 
     try:
-        return task_schedule(task, args, kwargs)
+        job, task_args = task_schedule(task, args, kwargs, None if queue is NOT_GIVEN else queue)
     except TaskScheduleError as exc:
         raise InvalidSchedule(key, exc.field, exc.message) from None
+    return job, task_args, task_args["queue"]
 
 
 def schedule(
@@ -238,7 +240,7 @@ def schedule(
     decide_by: dt.date | None = None,
     args: dict[str, Any] | list[Any] | tuple[Any, ...] | None = None,
     priority: int = NOT_GIVEN,
-    queue: str = DEFAULT_QUEUE,
+    queue: str = NOT_GIVEN,
     register: bool = True,
     departure: Departure | None = None,
     task: Any = None,
@@ -254,9 +256,10 @@ def schedule(
     sync`` writes.
 
     ``task=`` (instead of ``job=``) runs a ``@task`` of Django's Tasks framework with ``args``
-    (a list) and ``kwargs`` (a dict): see ``task_schedules``.
+    (a list) and ``kwargs`` (a dict), on ``queue`` if given, else on the task's ``queue_name``:
+    see ``task_schedules``.
     """
-    job, args = _job_and_args(key, job, task, args, kwargs)
+    job, args, queue = _job_and_args(key, job, task, args, kwargs, queue)
     given, missing = completed(
         {
             "operating_owner": operating_owner,

@@ -21,14 +21,18 @@ import inspect
 from typing import Any
 
 from . import conf
-from .tasks import Task, TaskLimitExceeded, _kept, job_name, normalize_json
+from .tasks import Task, TaskException, TaskLimitExceeded, _kept, job_name, normalize_json
 
 Problem = tuple[str, str]
 
 
-def task_schedule(task: object, args: object, kwargs: object) -> tuple[str, dict[str, Any]]:
+def task_schedule(
+    task: Any, args: object, kwargs: object, queue: str | None = None
+) -> tuple[str, dict[str, Any]]:
     """The job and the arguments of a schedule that runs ``task`` with ``args`` and
-    ``kwargs``; raises ``TaskScheduleError`` with the field and what is wrong."""
+    ``kwargs``, on ``queue`` if given (the task as ``task.using(queue_name=queue)``), else on
+    the task's own ``queue_name``; raises ``TaskScheduleError`` with the field and what is
+    wrong."""
     if not isinstance(task, Task):
         raise TaskScheduleError(
             "task",
@@ -43,6 +47,13 @@ def task_schedule(task: object, args: object, kwargs: object) -> tuple[str, dict
             "django_jobs.tasks.JobsBackend: only its tasks are run by runworker; "
             "@task(backend=...) names the alias",
         )
+    if queue is not None and queue != task.queue_name:
+        try:  # the framework checks the queue against the alias's QUEUES
+            task = task.using(queue_name=queue)
+        except TaskException as exc:  # its InvalidTask (InvalidTaskError in the backport)
+            raise TaskScheduleError(
+                "queue", f"task {path} cannot run on queue {queue!r}: {exc}"
+            ) from None
     given_args = [] if args is None else args
     given_kwargs = {} if kwargs is None else kwargs
     if not isinstance(given_args, list | tuple):

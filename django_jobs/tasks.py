@@ -55,7 +55,7 @@ def _framework() -> tuple[str, dict[str, Any]]:
     names = {
         ".base": ("Task", "TaskContext", "TaskError", "TaskResult", "TaskResultStatus"),
         ".backends.base": ("BaseTaskBackend",),
-        ".exceptions": ("TaskResultDoesNotExist",),
+        ".exceptions": ("TaskException", "TaskResultDoesNotExist"),
         ".signals": ("task_enqueued", "task_finished", "task_started"),
     }
     # Where each keeps normalize_json (the JSON normalisation of arguments and results).
@@ -84,6 +84,7 @@ TaskResult: Any = _names["TaskResult"]
 TaskResultStatus: Any = _names["TaskResultStatus"]
 BaseTaskBackend: Any = _names["BaseTaskBackend"]
 TaskResultDoesNotExist: Any = _names["TaskResultDoesNotExist"]
+TaskException: Any = _names["TaskException"]
 task_enqueued: Any = _names["task_enqueued"]
 task_finished: Any = _names["task_finished"]
 task_started: Any = _names["task_started"]

@@ -92,6 +92,38 @@ def test_a_task_schedule_names_the_aliases_job_and_keeps_the_tasks_arguments() -
     }
 
 
+QUEUED = {**settings.TASKS["default"], "QUEUES": ["default", "reports", "bulk"]}
+
+
+@override_settings(TASKS={**settings.TASKS, "default": QUEUED})
+def test_a_task_schedule_is_on_the_tasks_queue_unless_queue_is_given() -> None:
+    reports = tasks.nightly_report.using(queue_name="reports")
+    declaration = declare(task=reports, args=["x"])
+    assert declaration.queue == "reports"  # not "default"
+    assert declaration.args["queue"] == "reports"
+    assert declare(args=["x"]).queue == "default"  # a task on no queue of its own
+    # The schedule's queue= routes it, and the task it runs is on that queue too.
+    bulk = declare(task=reports, args=["x"], queue="bulk")
+    assert (bulk.queue, bulk.args["queue"]) == ("bulk", "bulk")
+    # A queue the alias's QUEUES does not list is refused, as the framework refuses it.
+    refused("queue", "nightly", task=reports, args=["x"], queue="nightly")
+
+
+@pytest.mark.django_db
+@override_settings(TASKS={**settings.TASKS, "default": QUEUED})
+def test_a_task_schedules_occurrences_are_on_its_queue_and_its_result_says_so() -> None:
+    reports = tasks.nightly_report.using(queue_name="reports")
+    declaration = declare(task=reports, args=["berlin"], kwargs={"pages": 3})
+    jobs = ScheduledJobs(START, declarations=[declaration])
+    jobs.sync()
+    jobs.run_until(RUNS[0] + timedelta(minutes=1))
+    occurrence = Occurrence.objects.get(schedule__key=declaration.key, scheduled_at=RUNS[0])
+    assert occurrence.queue == "reports"
+    result = reports.get_result(str(occurrence.pk))
+    assert result.task.queue_name == "reports"
+    assert result.status == TaskResultStatus.SUCCESSFUL
+
+
 def test_what_is_not_a_task_of_a_jobs_backend_alias_is_refused() -> None:
     refused("task", "decorated with Django's @task", task=tasks.nightly_report.func)
     dummy = f"{backend_module.FRAMEWORK}.backends.dummy.DummyBackend"
