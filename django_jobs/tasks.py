@@ -44,6 +44,7 @@ from . import conf, validation
 from .exceptions import ConfigurationError, JobsError, PermanentFailure
 from .registry import TASKS_JOB_PREFIX, JobPolicies, registry
 from .scheduling.policies import Retry
+from .spec import queue_problem
 
 if TYPE_CHECKING:
     from .worker.run import Run
@@ -69,7 +70,10 @@ def _framework() -> tuple[str, dict[str, Any]]:
         except (ImportError, AttributeError):
             continue
         found = {n: getattr(modules[part], n) for part, ns in names.items() for n in ns}
-        return root, {**found, "normalize_json": normalize}
+        # The backport names it InvalidTaskError.
+        exceptions = modules[".exceptions"]
+        invalid = getattr(exceptions, "InvalidTask", None) or exceptions.InvalidTaskError
+        return root, {**found, "InvalidTask": invalid, "normalize_json": normalize}
     raise ImproperlyConfigured(
         "django_jobs.tasks.JobsBackend needs Django's Tasks framework: Django 6 "
         "(django.tasks), or on Django 5.2 the backport: pip install 'django-fenced-jobs[tasks]'"
@@ -85,6 +89,7 @@ TaskResultStatus: Any = _names["TaskResultStatus"]
 BaseTaskBackend: Any = _names["BaseTaskBackend"]
 TaskResultDoesNotExist: Any = _names["TaskResultDoesNotExist"]
 TaskException: Any = _names["TaskException"]
+InvalidTask: Any = _names["InvalidTask"]
 task_enqueued: Any = _names["task_enqueued"]
 task_finished: Any = _names["task_finished"]
 task_started: Any = _names["task_started"]
@@ -415,6 +420,18 @@ class JobsBackend(BaseTaskBackend):  # type: ignore[misc]
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+
+    def validate_task(self, task: Any) -> None:
+        """The framework's checks (as each ``Task`` is made, and at enqueue), and that its
+        queue's name is one django_jobs can keep: a name the alias's ``QUEUES`` lists may be
+        one ``runworker --queue`` and the occurrence's column cannot take (``a:b``)."""
+        super().validate_task(task)
+        problem = queue_problem(task.queue_name)
+        if problem is not None:
+            raise InvalidTask(
+                f"Queue {task.queue_name!r} cannot be a queue of django_jobs.tasks.JobsBackend "
+                f"(backend {self.alias!r}): a queue's name {problem}"
+            )
 
     def enqueue(self, task: Any, args: Any, kwargs: Any) -> Any:
         """One occurrence of this alias's job, in the caller's transaction (see the module)."""

@@ -19,12 +19,13 @@ from django.urls import reverse
 
 from django_jobs import cron, every, schedule
 from django_jobs import tasks as backend_module
+from django_jobs.clock import use_clock
 from django_jobs.declarations import InvalidSchedule
 from django_jobs.exceptions import JobsError
 from django_jobs.models import Occurrence, OccurrenceState, Origin, Schedule
 from django_jobs.services.operator import run_now
 from django_jobs.tasks import job_name
-from django_jobs.testing import ScheduledJobs
+from django_jobs.testing import FakeClock, ScheduledJobs, run_due
 from django_jobs.validation import ARGS_MAX_BYTES
 from tests.workerapp import tasks
 from tests.workerapp.management.commands.runworker_fileclock import CLOCK_FILE
@@ -183,6 +184,31 @@ def test_a_declared_task_runs_at_each_instant_across_the_gap_and_get_result_read
     )
     assert page.status_code == 200
     assert RUNS[1].isoformat() in page.content.decode()  # its result, on its page
+
+
+@pytest.mark.django_db
+def test_a_misfire_skip_sends_task_finished_failed_for_a_run_that_never_started(
+    django_capture_on_commit_callbacks,
+) -> None:
+    seen: list[Any] = []
+
+    def receive(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        seen.append(task_result)
+
+    declaration = declare(args=["berlin"], kwargs={"pages": 3})  # max_delay 6 hours
+    ScheduledJobs(START, declarations=[declaration]).sync()
+    backend_module.task_finished.connect(receive)
+    try:
+        late = FakeClock(RUNS[0] + timedelta(hours=7))  # the worker was down past max_delay
+        with django_capture_on_commit_callbacks(execute=True), use_clock(late):
+            run_due(late)
+    finally:
+        backend_module.task_finished.disconnect(receive)
+    occurrence = Occurrence.objects.get(schedule__key="reports.nightly")
+    assert (occurrence.scheduled_at, occurrence.state) == (RUNS[0], OccurrenceState.SKIPPED)
+    assert [(r.id, r.status, r.errors, r.attempts) for r in seen] == [
+        (str(occurrence.pk), TaskResultStatus.FAILED, [], 0)
+    ]
 
 
 @pytest.mark.django_db

@@ -6,6 +6,7 @@ at run time. Inline runs on the test's clock, on Django 6 and on Django 5.2 with
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -409,6 +410,54 @@ def test_a_task_that_raises_a_limit_error_itself_is_retried(clock) -> None:
     assert result.status == TaskResultStatus.FAILED
     assert result.attempts == 3  # its own failure, retried as any other
     assert {e.exception_class for e in result.errors} == {TaskLimitExceeded}
+
+
+# What ends a task without task_finished, and what sends it for a run that never started.
+
+
+def test_a_cancelled_task_reads_back_failed_and_sends_no_task_finished(
+    clock, finished, root, django_capture_on_commit_callbacks
+) -> None:
+    from django_jobs import services
+
+    with use_clock(clock):
+        result = echo.enqueue(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel(
+            Occurrence.objects.get(pk=result.id), actor=root, reason="not wanted", now=T0
+        )
+        drain(clock)
+    result.refresh()
+    assert result.status == TaskResultStatus.FAILED
+    assert (result.errors, result.attempts) == ([], 0)
+    assert finished == []  # no signal is sent for a cancelled occurrence
+
+
+# Queue names: Django's QUEUES may list a name django_jobs cannot keep.
+
+ODD_QUEUES = {**settings.TASKS["default"], "QUEUES": ["default", "a:b"]}
+
+
+@override_settings(TASKS={**settings.TASKS, "default": ODD_QUEUES})
+def test_a_queue_name_django_jobs_cannot_keep_is_the_frameworks_invalid_task(clock) -> None:
+    invalid = backend_module.InvalidTask
+    with pytest.raises(invalid, match=r"'a:b'.*letters, digits and _ \. -"):
+        echo.using(queue_name="a:b")  # the framework validates a task as it is made
+    with use_clock(clock), pytest.raises(invalid, match="'a:b'"):
+        backend_module.JobsBackend(alias="default", params=ODD_QUEUES).enqueue(
+            _on_queue(echo, "a:b"), (), {}
+        )
+    assert not Occurrence.objects.exists()
+
+
+def _on_queue(task_: Any, queue: str) -> Any:
+    """``task_`` on ``queue``, made without the framework's validation (a task made before
+    the alias's QUEUES changed, say)."""
+    moved = object.__new__(type(task_))
+    for field in dataclasses.fields(task_):
+        object.__setattr__(moved, field.name, getattr(task_, field.name))
+    object.__setattr__(moved, "queue_name", queue)
+    return moved
 
 
 # Item 8: an alias added at run time.
