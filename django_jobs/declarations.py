@@ -196,11 +196,12 @@ def _first_problem(d: Declaration, args: object) -> tuple[str, str] | None:
 
 
 def _job_and_args(
-    key: str, job: str, task: Any, args: Any, kwargs: Any, queue: str
-) -> tuple[str, dict[str, Any] | None, str]:
-    """The job a declaration names, its arguments and its queue: ``job``, ``args`` and
-    ``queue`` (else ``"default"``) as given, or, for a ``task=`` schedule, the Tasks backend's
-    job, the task's arguments and ``queue``, else the task's own (``task_schedules``)."""
+    key: str, job: str, task: Any, args: Any, kwargs: Any, queue: str, priority: int
+) -> tuple[str, dict[str, Any] | None, str, int]:
+    """The job a declaration names, its arguments, its queue and its priority: ``job``,
+    ``args``, ``queue`` (else ``"default"``) and ``priority`` as given (``NOT_GIVEN``: the
+    record defaults decide), or, for a ``task=`` schedule, the Tasks backend's job, the task's
+    arguments, and ``queue`` and ``priority``, else the task's own (``task_schedules``)."""
     if task is None:
         if kwargs is not None:
             raise InvalidSchedule(
@@ -208,16 +209,22 @@ def _job_and_args(
             )
         if job is NOT_GIVEN:
             raise InvalidSchedule(key, "job", "name the job to run (job=...) or a task (task=...)")
-        return job, args, DEFAULT_QUEUE if queue is NOT_GIVEN else queue
+        return job, args, DEFAULT_QUEUE if queue is NOT_GIVEN else queue, priority
     if job is not NOT_GIVEN:
         raise InvalidSchedule(key, "task", "give job= or task=, not both")
     from .task_schedules import TaskScheduleError, task_schedule
 
     try:
-        job, task_args = task_schedule(task, args, kwargs, None if queue is NOT_GIVEN else queue)
+        job, task_args = task_schedule(
+            task,
+            args,
+            kwargs,
+            None if queue is NOT_GIVEN else queue,
+            None if priority is NOT_GIVEN else priority,
+        )
     except TaskScheduleError as exc:
         raise InvalidSchedule(key, exc.field, exc.message) from None
-    return job, task_args, task_args["queue"]
+    return job, task_args, task_args["queue"], task_args["priority"]
 
 
 def schedule(
@@ -256,10 +263,10 @@ def schedule(
     sync`` writes.
 
     ``task=`` (instead of ``job=``) runs a ``@task`` of Django's Tasks framework with ``args``
-    (a list) and ``kwargs`` (a dict), on ``queue`` if given, else on the task's ``queue_name``:
-    see ``task_schedules``.
+    (a list) and ``kwargs`` (a dict), on ``queue`` if given, else on the task's ``queue_name``,
+    at ``priority`` if given, else the task's: see ``task_schedules``.
     """
-    job, args, queue = _job_and_args(key, job, task, args, kwargs, queue)
+    job, args, queue, priority = _job_and_args(key, job, task, args, kwargs, queue, priority)
     given, missing = completed(
         {
             "operating_owner": operating_owner,

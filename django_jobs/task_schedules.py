@@ -27,12 +27,16 @@ Problem = tuple[str, str]
 
 
 def task_schedule(
-    task: Any, args: object, kwargs: object, queue: str | None = None
+    task: Any,
+    args: object,
+    kwargs: object,
+    queue: str | None = None,
+    priority: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """The job and the arguments of a schedule that runs ``task`` with ``args`` and
     ``kwargs``, on ``queue`` if given (the task as ``task.using(queue_name=queue)``), else on
-    the task's own ``queue_name``; raises ``TaskScheduleError`` with the field and what is
-    wrong."""
+    the task's own ``queue_name``, and at ``priority`` if given, else the task's own; raises
+    ``TaskScheduleError`` with the field and what is wrong."""
     if not isinstance(task, Task):
         raise TaskScheduleError(
             "task",
@@ -53,6 +57,13 @@ def task_schedule(
         except TaskException as exc:  # its InvalidTask (InvalidTaskError in the backport)
             raise TaskScheduleError(
                 "queue", f"task {path} cannot run on queue {queue!r}: {exc}"
+            ) from None
+    if priority is not None and priority != task.priority:
+        try:  # the framework checks the priority's range
+            task = task.using(priority=priority)
+        except TaskException as exc:
+            raise TaskScheduleError(
+                "priority", f"task {path} cannot run at priority {priority!r}: {exc}"
             ) from None
     given_args = [] if args is None else args
     given_kwargs = {} if kwargs is None else kwargs

@@ -110,6 +110,18 @@ def test_a_task_schedule_is_on_the_tasks_queue_unless_queue_is_given() -> None:
     refused("queue", "nightly", task=reports, args=["x"], queue="nightly")
 
 
+def test_a_task_schedule_has_the_tasks_priority_unless_priority_is_given() -> None:
+    """The priority claims order it by is the one the stored task says, as with the queue:
+    the task's own (not the record defaults'), else priority=; a bad one refused."""
+    urgent = tasks.nightly_report.using(priority=10)
+    with override_settings(DJANGO_JOBS={"DEFAULTS": {"priority": -5}}):
+        declaration = declare(task=urgent, args=["x"])
+    assert (declaration.priority, declaration.args["priority"]) == (10, 10)
+    lowered = declare(task=urgent, args=["x"], priority=-3)
+    assert (lowered.priority, lowered.args["priority"]) == (-3, -3)
+    refused("priority", "priority", task=urgent, args=["x"], priority=1000)
+
+
 @pytest.mark.django_db
 @override_settings(TASKS={**settings.TASKS, "default": QUEUED})
 def test_a_task_schedules_occurrences_are_on_its_queue_and_its_result_says_so() -> None:
