@@ -412,6 +412,18 @@ def tasks_backends() -> dict[str, dict[str, Any]]:
     }
 
 
+def tasks_queues() -> dict[str, list[object]]:
+    """The ``QUEUES`` of each ``JobsBackend`` alias of ``settings.TASKS`` that names any (an
+    alias without the key accepts every queue name): check E035 reads them."""
+    configured = getattr(django_settings, "TASKS", None) or {}
+    aliases = tasks_backends()
+    return {
+        alias: list(params["QUEUES"])
+        for alias, params in configured.items()
+        if alias in aliases and isinstance(params.get("QUEUES"), list | tuple | set)
+    }
+
+
 def _jobs_backend(path: object) -> bool:
     """``path`` names ``JobsBackend`` or a subclass of it (a path that does not import is
     neither: Django's own loading of ``TASKS`` reports it)."""

@@ -450,6 +450,18 @@ def test_a_queue_name_django_jobs_cannot_keep_is_the_frameworks_invalid_task(clo
     assert not Occurrence.objects.exists()
 
 
+@override_settings(TASKS={**settings.TASKS, "default": ODD_QUEUES})
+def test_a_queue_name_django_jobs_cannot_keep_is_check_e035_naming_the_alias() -> None:
+    """Said at start-up (runworker and check refuse it), not only at the first enqueue."""
+    from django_jobs.checks import check_settings
+
+    (error,) = [m for m in check_settings() if m.id == "django_jobs.E035"]
+    assert error.msg == (
+        "TASKS['default']['QUEUES']: a queue name must be 1-100 letters, digits and _ . -, "
+        "got 'a:b'"
+    )
+
+
 def _on_queue(task_: Any, queue: str) -> Any:
     """``task_`` on ``queue``, made without the framework's validation (a task made before
     the alias's QUEUES changed, say)."""

@@ -42,8 +42,9 @@ def check_database(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 @register()
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E002: USE_TZ must be on. E003: DJANGO_JOBS must be valid. E004: its ``ON_DEAD`` must
-    import as a callable."""
-    errors: list[CheckMessage] = []
+    import as a callable. E035: a ``JobsBackend`` alias's ``QUEUES`` holds only names a queue
+    can have."""
+    errors: list[CheckMessage] = _task_queue_names()
     if not conf.use_tz():
         errors.append(
             Error(
@@ -75,3 +76,21 @@ def current_date() -> date:
     unaligned with the database, which a check without ``--database`` must not touch (and a
     day does not depend on milliseconds of skew)."""
     return clock.current().now().date()
+
+
+def _task_queue_names() -> list[CheckMessage]:
+    """E035: a queue name the framework accepts in ``TASKS[alias]["QUEUES"]`` but no
+    occurrence can be on: its tasks would be refused at enqueue (``InvalidTask``)."""
+    from ..spec import queue_problem
+
+    return [
+        Error(
+            f"TASKS[{alias!r}]['QUEUES']: a queue name {problem}",
+            hint="Rename the queue: django_jobs keeps a task's queue_name as its occurrence's "
+            "queue (docs/worker.md, Queues).",
+            id="django_jobs.E035",
+        )
+        for alias, names in conf.tasks_queues().items()
+        for name in names
+        if (problem := queue_problem(name)) is not None
+    ]
