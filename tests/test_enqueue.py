@@ -201,11 +201,13 @@ def test_a_result_json_cannot_hold_fails_the_attempt_naming_the_job(clock, regis
 
 
 def test_higher_priority_is_claimed_first_then_oldest_due(clock, ran) -> None:
+    """Each enqueued a millisecond after the one before: work due at the very same instant
+    with the same priority has no order (the claim's tie is the index's, not the enqueue's:
+    a CI run claimed 3 before 1 when both were due at one instant)."""
     with use_clock(clock):
-        enqueue("t.send", args={"p": 0, "n": 1}, priority=0)
-        enqueue("t.send", args={"p": 5, "n": 2}, priority=5)
-        enqueue("t.send", args={"p": 0, "n": 3}, priority=0)
-        enqueue("t.send", args={"p": -5, "n": 4}, priority=-5)
+        for p, n in ((0, 1), (5, 2), (0, 3), (-5, 4)):
+            enqueue("t.send", args={"p": p, "n": n}, priority=p)
+            clock.advance(timedelta(milliseconds=1))
         clock.advance(timedelta(seconds=1))
         enqueue("t.send", args={"p": 5, "n": 5}, priority=5)
         clock.advance(timedelta(seconds=1))
