@@ -76,44 +76,42 @@ class Claims:
             return NOTHING
         limits = paused.max_running
         self.full = False
-        claimed = asked = 0
+        steps: list[StepResult] = []
         if not self.queues:
-            running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
-            step = self._claim_one(
-                now,
-                paused,
-                running=running,
-                concurrency=self.concurrency,
-                others=sorted(limits),
-            )
-            claimed, asked = claimed + step.claimed, asked + step.asked
-            for name in sorted(limits):  # each limited queue on its own, sharing the threads
-                running = self.inflight.count(RunState.CLAIMED, RunState.RUNNING)
-                step = self._claim_one(
-                    now,
-                    paused,
-                    running=running,
-                    concurrency=self.concurrency,
-                    queue=name,
-                    max_running=limits[name],
+            # Every queue but the limited ones, then each limited queue on its own (under its
+            # lock), all sharing the replica's threads.
+            parts: list[tuple[str | None, list[str], int | None]] = [(None, sorted(limits), None)]
+            parts += [(name, [], limits[name]) for name in sorted(limits)]
+            for queue, others, max_running in parts:
+                steps.append(
+                    self._claim_one(
+                        now,
+                        paused,
+                        running=self.inflight.count(RunState.CLAIMED, RunState.RUNNING),
+                        concurrency=self.concurrency,
+                        queue=queue,
+                        others=others,
+                        max_running=max_running,
+                    )
                 )
-                claimed, asked = claimed + step.claimed, asked + step.asked
-            return StepResult(claimed, asked)
-        by_queue = Counter(
-            run.lease.queue for run in self.inflight.in_state(RunState.CLAIMED, RunState.RUNNING)
-        )
-        for queue in self.queues:
-            step = self._claim_one(
-                now,
-                paused,
-                running=by_queue[queue.name],
-                concurrency=queue.concurrency,
-                queue=queue.name,
-                max_running=limits.get(queue.name),
-                ahead=0,
+        else:
+            by_queue = Counter(
+                run.lease.queue
+                for run in self.inflight.in_state(RunState.CLAIMED, RunState.RUNNING)
             )
-            claimed, asked = claimed + step.claimed, asked + step.asked
-        return StepResult(claimed, asked)
+            for served in self.queues:
+                steps.append(
+                    self._claim_one(
+                        now,
+                        paused,
+                        running=by_queue[served.name],
+                        concurrency=served.concurrency,
+                        queue=served.name,
+                        max_running=limits.get(served.name),
+                        ahead=0,
+                    )
+                )
+        return StepResult(sum(s.claimed for s in steps), sum(s.asked for s in steps))
 
     def _claim_one(
         self,
