@@ -17,25 +17,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
 from django.db import models
 from django.http import HttpRequest
 
+from . import words
+
 EMPTY = "-"
 
 
 def utc_text(moment: datetime | None, empty: str = EMPTY) -> str:
-    """``moment`` as ``YYYY-MM-DD HH:MM:SS UTC`` (to the second), ``empty`` for none. A naive
-    value is taken as UTC (it is what a UTC database holds). Never converted to another zone,
-    so every instant from 0001-01-01 to 9999-12-31 UTC can be shown."""
-    if moment is None:
-        return empty
-    in_utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    # isoformat, not strftime: strftime's %Y drops the leading zeros of a year before 1000.
-    return f"{in_utc.replace(tzinfo=None).isoformat(sep=' ', timespec='seconds')} UTC"
+    """``moment`` as ``YYYY-MM-DD HH:MM:SS UTC`` (``django_jobs.words.instant``)."""
+    return words.instant(moment, empty)
 
 
 Column = Callable[[Any], str]

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Subquery
 
-from .. import permissions
+from .. import permissions, words
 from ..clock import ensure_aware_utc
 from ..conf import get_settings
 from ..models import Attempt, Limit, Occurrence, Schedule, ScheduleStatus
@@ -230,21 +230,5 @@ def recent_occurrences(schedule: Schedule, *, count: int = RECENT) -> list[Recen
 
 
 def seconds_words(value: timedelta | None) -> str:
-    """``-``, ``0.25 s``, ``12 s``, ``3 min 5 s``, ``2 h 3 min``, ``1 d 4 h``; early (negative)
-    as ``-3 s``."""
-    if value is None:
-        return "-"
-    seconds = value.total_seconds()
-    sign, seconds = ("-", -seconds) if seconds < 0 else ("", seconds)
-    if seconds < 10:
-        return f"{sign}{seconds:.2f} s".replace(".00 s", " s")
-    whole = int(seconds)
-    for big, small, size, unit in (
-        (86400, 3600, "d", "h"),
-        (3600, 60, "h", "min"),
-        (60, 1, "min", "s"),
-    ):
-        if whole >= big:
-            rest = (whole % big) // small
-            return f"{sign}{whole // big} {size}" + (f" {rest} {unit}" if rest else "")
-    return f"{sign}{whole} s"
+    """``250 ms``, ``3 min 5 s``, ``1 d 4 h``, ``-`` for none (``words.duration``)."""
+    return words.duration(value)
