@@ -21,6 +21,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``summary``: ``schedule_summary`` (the admin's schedule page: timing in words, next runs
   with DST marked, policies, recent occurrences);
 - ``replays``: ``replay`` and ``replay_at``;
+- ``consequences``: what each operator action will do, in words (confirmations, CLI answers);
 - ``operator``: ``disable``, ``enable``, ``run_now``, ``purge``, ``cancel`` (one occurrence);
 - ``tenants``: ``pause_tenant`` and ``resume_tenant`` (every schedule of a tenant);
 - ``health``: ``replica_health``;
@@ -33,6 +34,7 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 
 from __future__ import annotations
 
+from . import consequences
 from .dashboard import DEFAULT_WINDOW as dashboard_window
 from .dashboard import WINDOWS as DASHBOARD_WINDOWS
 from .dashboard import Dashboard, dashboard
@@ -85,6 +87,7 @@ __all__ = [
     "Stranded",
     "SyncReport",
     "cancel",
+    "consequences",
     "dashboard",
     "dashboard_window",
     "disable",

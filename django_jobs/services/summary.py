@@ -141,11 +141,16 @@ def _timing(
         return None, [], f"cannot be evaluated: {exc}"
 
 
+def misfire_words(schedule: Schedule) -> str:
+    """Its misfire policy in words (``skip: every missed occurrence is recorded as ...``)."""
+    return _MISFIRE[Misfire(schedule.misfire)]
+
+
 def policies(schedule: Schedule) -> list[tuple[str, str]]:
     """Each policy of the record, named, in words."""
     duration = timing_words.duration
     return [
-        ("misfire", _MISFIRE[Misfire(schedule.misfire)]),
+        ("misfire", misfire_words(schedule)),
         ("late after (max delay)", duration(schedule.max_delay)),
         ("max catch-up", f"{schedule.max_catchup} occurrences"),
         ("overlap", _OVERLAP[Overlap(schedule.overlap)]),
