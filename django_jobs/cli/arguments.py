@@ -91,6 +91,14 @@ def add_subcommands(parser: CommandParser) -> None:
     listing.add_argument(
         "--queue", default=None, help="only the schedules whose occurrences go on this queue"
     )
+    listing.add_argument(
+        "--dead", action="store_true", help="only the schedules with a dead letter (poison)"
+    )
+    listing.add_argument(
+        "--failing",
+        action="store_true",
+        help="only the schedules whose newest ended occurrence failed or went dead",
+    )
     inspect = _operator(sub, "inspect", "Show a schedule, or one occurrence with its attempts.")
     inspect.add_argument("--occurrence", default=None, help="an occurrence id")
     _add_replay(sub)
