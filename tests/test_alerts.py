@@ -15,7 +15,7 @@ from django.dispatch import Signal
 from django.test import override_settings
 from structlog.testing import capture_logs
 
-from django_jobs import signals
+from django_jobs import signals, words
 from django_jobs.checks import check_settings
 from django_jobs.models import Occurrence, OccurrenceState, Replica, ReplicaState
 from django_jobs.registry import Registry
@@ -146,6 +146,9 @@ def test_dead_is_sent_once_after_commit_and_the_example_mails_the_safe_error(
     assert "acme/acme.nightly" in email.subject
     assert str(occurrence.pk) in email.subject
     assert "Attempts: 1" in email.body
+    # The instant to the second in UTC, and what a replay would run (#37).
+    assert f"scheduled at {words.instant(T0)}\n" in email.body
+    assert "A replay runs it as attempt 2 with a fresh retry budget: up to 1 attempt" in email.body
     assert "RuntimeError: could not connect: password=[redacted] refused" in email.body
     assert SECRET not in email.body
     assert SECRET not in email.subject

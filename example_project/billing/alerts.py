@@ -13,6 +13,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.mail import send_mail
 
+from django_jobs import services, words
 from django_jobs.models import Schedule
 from django_jobs.signals import OccurrenceEvent
 
@@ -29,21 +30,21 @@ def owner_address(owner: str) -> str:
 
 def email_record_owner(event: OccurrenceEvent) -> None:
     """Tell the record owner of ``event``'s schedule that one of its occurrences is dead."""
-    owner = (
-        Schedule.objects.filter(pk=event.schedule_id).values_list("record_owner", flat=True).first()
-    )
-    if owner is None:  # the schedule was removed since: nobody to tell
+    schedule = Schedule.objects.filter(pk=event.schedule_id).first()
+    if schedule is None:  # the schedule was removed since: nobody to tell
         return
     subject = f"[jobs] {event.schedule}: occurrence {event.occurrence_id} is dead"
     body = "\n".join(
         [
             f"Schedule: {event.schedule} (job {event.job})",
-            f"Occurrence: {event.occurrence_id}, scheduled at {event.scheduled_at.isoformat()}",
+            f"Occurrence: {event.occurrence_id}, scheduled at {words.instant(event.scheduled_at)}",
             f"Attempts: {event.attempt}",
             f"Error: {event.error_type}: {event.error}",
             "",
             "It will not run again unless replayed: manage.py jobs replay "
             f"{event.occurrence_id} --actor <you> --reason '...'",
+            f"A replay runs it as attempt {event.attempt + 1} with a fresh retry budget: "
+            f"{services.consequences.retry_budget(schedule, event.attempt + 1)}.",
         ]
     )
-    send_mail(subject, body, None, [owner_address(owner)])
+    send_mail(subject, body, None, [owner_address(schedule.record_owner)])
