@@ -86,7 +86,10 @@ def procedures(schedule: Schedule) -> dict[str, dict[str, str]]:
             "claimed_occurrence_effect": (
                 "A claimed (processing) occurrence cannot be replayed: wait for it to end, or "
                 "disable the schedule with --cancel-running first. Replay creates attempt N+1 of "
-                "the same occurrence (same identity and scheduled instant), trigger manual."
+                "the same occurrence (same identity and scheduled instant), trigger manual. Its "
+                f"retry budget starts afresh: up to {schedule.max_attempts} attempt"
+                f"{'s' if schedule.max_attempts != 1 else ''} (N+1 onwards) before it is dead "
+                "again."
             ),
             "verification": (
                 "python manage.py jobs inspect "
