@@ -81,14 +81,15 @@ def test_the_dashboard_shows_each_schedules_outcome_streak_lateness_and_dead_let
     assert page.index("acme/a.failing") < page.index("acme/a.healthy")
     cells = line(page, "acme/a.failing")
     assert cells[2:5] == ["dead", "2", "1 / 2 / 0"]
-    assert cells[5] == "0:00:04 / 0:00:04"
+    assert cells[5] == "4 s / 4 s"
     assert cells[7] == "2"
     assert line(page, "acme/a.healthy")[2:5] == ["completed", "0", "2 / 0 / 0"]
     assert re.search(r'id="jobs-due"><strong>1</strong>', page)
     # In UTC, never in Django's TIME_ZONE (Pacific/Chatham in the tests).
     since = T0 - timedelta(hours=24)
-    assert f"from {since:%Y-%m-%d %H:%M} to {T0:%Y-%m-%d %H:%M} UTC" in page
-    assert re.search(r'id="jobs-due-age"><strong>0:05:00</strong>', page)
+    assert f'from <span id="jobs-since">{since:%Y-%m-%d %H:%M:%S} UTC</span>' in page
+    assert f'to <span id="jobs-now">{T0:%Y-%m-%d %H:%M:%S} UTC</span>' in page
+    assert re.search(r'id="jobs-due-age"><strong>5 min</strong>', page)
     assert page.count('class="jobs-bar jobs-dead"') == 2  # two buckets hold a dead letter
     assert "<script" not in page.split('id="jobs-chart"')[1].split("</svg>")[0]
 
@@ -253,4 +254,4 @@ def test_the_next_run_of_a_frequent_schedule_is_found_in_its_first_minutes(root_
     not a year of its instants at once, which the cron evaluation refuses (over 200,000)."""
     ScheduleFactory.create(tenant="acme", key="a.minutely", timing_kind="cron", cron="* * * * *")
     page = dashboard(root_client)
-    assert line(page, "acme/a.minutely")[6] == f"{T0:%Y-%m-%d %H:%M:%S}"  # due now
+    assert line(page, "acme/a.minutely")[6] == f"{T0:%Y-%m-%d %H:%M:%S} UTC"  # due now
