@@ -1,5 +1,6 @@
 """The dashboard's chart of outcomes over time: SVG made on the server, with no script and
-no font or file from outside the app (the page's own font is inherited)."""
+no font or file from outside the app (the page's own font is inherited). Its instants read as
+every page's do (``django_jobs.words.instant``: ``2026-03-01 12:00:00 UTC``)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from collections.abc import Sequence
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from .. import words
 from ..services.dashboard import CHART_STATES, Bucket
 
 WIDTH, HEIGHT, AXIS = 960, 180, 40  # the plot's size, and the room left of it for the scale
 
 
-def outcome_chart(buckets: Sequence[Bucket], *, zone_label: str = "UTC") -> SafeString:
+def outcome_chart(buckets: Sequence[Bucket]) -> SafeString:
     """Stacked bars, one per bucket, a colour per state (``CHART_STATES``); each bar's
-    ``<title>`` lists its counts. Every text is escaped: a state name is data."""
+    ``<title>`` says its span and count (``2026-03-01 11:30:00 UTC to
+    2026-03-01 12:00:00 UTC: 3 completed``), the axis the first bucket's start and the last
+    one's end. Every text is escaped: a state name is data."""
     peak = max((b.total for b in buckets), default=0) or 1
     step = (WIDTH - AXIS) / max(len(buckets), 1)
     bars = []
@@ -31,22 +35,21 @@ def outcome_chart(buckets: Sequence[Bucket], *, zone_label: str = "UTC") -> Safe
             bars.append(
                 format_html(
                     '<rect class="jobs-bar jobs-{}" x="{}" y="{}" width="{}" '
-                    'height="{}" fill="{}"><title>{} to {} {}: {} {}</title></rect>',
+                    'height="{}" fill="{}"><title>{} to {}: {} {}</title></rect>',
                     state,
                     f"{x + 1:.1f}",
                     f"{top:.1f}",
                     f"{max(step - 2, 1):.1f}",
                     f"{height:.1f}",
                     colour,
-                    bucket.start.strftime("%Y-%m-%d %H:%M"),
-                    bucket.end.strftime("%H:%M"),
-                    zone_label,
+                    words.instant(bucket.start),
+                    words.instant(bucket.end),
                     count,
                     state,
                 )
             )
-    first = buckets[0].start.strftime("%Y-%m-%d %H:%M") if buckets else ""
-    last = buckets[-1].end.strftime("%Y-%m-%d %H:%M") if buckets else ""
+    first = words.instant(buckets[0].start) if buckets else ""
+    last = words.instant(buckets[-1].end) if buckets else ""
     legend = format_html_join(
         "",
         '<span class="jobs-legend"><svg width="10" height="10" aria-hidden="true">'
@@ -61,9 +64,9 @@ def outcome_chart(buckets: Sequence[Bucket], *, zone_label: str = "UTC") -> Safe
         '<text x="0" y="12" font-size="11" fill="currentColor">{peak}</text>'
         '<text x="0" y="{h}" font-size="11" fill="currentColor">0</text>'
         "{bars}"
-        '<text x="{a}" y="{h3}" font-size="11" fill="currentColor">{first} {z}</text>'
+        '<text x="{a}" y="{h3}" font-size="11" fill="currentColor">{first}</text>'
         '<text x="{w}" y="{h3}" font-size="11" text-anchor="end" fill="currentColor">'
-        "{last} {z}</text></svg><div>{legend}</div>",
+        "{last}</text></svg><div>{legend}</div>",
         w=WIDTH,
         h=HEIGHT,
         h2=HEIGHT + 16,
@@ -73,6 +76,5 @@ def outcome_chart(buckets: Sequence[Bucket], *, zone_label: str = "UTC") -> Safe
         bars=SafeString("".join(bars)),
         first=first,
         last=last,
-        z=zone_label,
         legend=legend,
     )
