@@ -115,6 +115,7 @@ from .schedules import (
 )
 from .statistics import REFRESH_AT_LEAST, refresh_statistics
 from .steps import record_step, step_done
+from .watch import queue_due_work, recent_failures, running_occurrences
 
 __all__ = [
     "CHANNEL",
@@ -180,8 +181,10 @@ __all__ = [
     "planning_context",
     "purge_batch",
     "purge_page",
+    "queue_due_work",
     "queue_work",
     "read_plan_batch",
+    "recent_failures",
     "recent_window",
     "record_result",
     "record_retention",
@@ -195,6 +198,7 @@ __all__ = [
     "replay",
     "retire_one_offs",
     "running_by_queue",
+    "running_occurrences",
     "schedule_lines",
     "schedules_with_limits",
     "step_done",
