@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from io import StringIO
@@ -35,12 +36,14 @@ from django_jobs.management.commands.jobs import Command
 from django_jobs.models import Occurrence, Schedule
 from django_jobs.permissions import grant_tenant
 from django_jobs.safe_error import SafeError
+from django_jobs.store import watch as store_watch
 from django_jobs.testing import FakeClock, use_clock
 
 from .concurrency import wait_until
 from .factories import T0, ScheduleFactory
 from .processes import ROOT, FileClock, clocked_replica, database_url, log_tail
 from .storeutil import claim, plan
+from .test_server_side_binding import PREPARED
 
 NOW = T0 + timedelta(hours=1)
 HOUR = timedelta(hours=1)
@@ -286,6 +289,98 @@ def test_a_retried_occurrence_is_listed_once_at_its_last_failure(fleet, ops) -> 
         "second",
         (NOW - 11 * MINUTE).isoformat(),
     )
+
+
+# What the view reads: bounded index ranges, in any binding mode.
+
+
+def _history(schedule: Schedule, rows: int) -> None:
+    """``rows`` occurrences of ``schedule`` over 10 queues, one a second before T0: every
+    seventh due and not started, the others completed with one succeeded attempt; the
+    statistics refreshed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_jobs_occurrence (id, schedule_id, tenant, scheduled_at, state,"
+            " skip_reason, trigger, due_at, lease_owner, fencing_token, attempts, failures,"
+            " last_error_type, last_error_message, queue, started_at, finished_at)"
+            " SELECT gen_random_uuid(), %s, '', %s - make_interval(secs => g),"
+            " CASE WHEN g %% 7 = 0 THEN 'scheduled' ELSE 'completed' END,"
+            " '', 'schedule', %s - make_interval(secs => g), '', g, 1, 0, '', '', 'q' || g %% 10,"
+            " %s - make_interval(secs => g), %s - make_interval(secs => g)"
+            " FROM generate_series(1, %s) g",
+            [schedule.pk, T0, T0, T0, T0, rows],
+        )
+        cursor.execute(
+            "INSERT INTO django_jobs_attempt (occurrence_id, number, fencing_token, replica,"
+            " trigger, started_at, finished_at, outcome, error_type, error_message)"
+            " SELECT id, 1, fencing_token, 'r', 'schedule', started_at, finished_at,"
+            " 'succeeded', '', '' FROM django_jobs_occurrence WHERE state = 'completed'"
+            " ORDER BY scheduled_at"
+        )
+        cursor.execute("ANALYZE django_jobs_occurrence")
+        cursor.execute("ANALYZE django_jobs_attempt")
+
+
+def _explained(name: str, **params: Any) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + store_watch.QUERIES[name], params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_each_read_walks_an_index_never_the_occurrence_or_attempt_table() -> None:
+    """The plans, not timings: over 50,000 finished occurrences and their attempts."""
+    schedule = ScheduleFactory.create()
+    _history(schedule, 50_000)
+    since = T0 - 15 * MINUTE
+    for ids in (None, [schedule.pk]):
+        scope: dict[str, Any] = {"ids": ids}
+        due = _explained("queue_due", **scope, queue="q3", now=T0, cap=10_000)
+        running = _explained("running", **scope, queue=None, limit=20, cap=10_000)
+        failures = _explained(
+            "failures", **scope, queue=None, since=since, now=T0, limit=20, scan=10_000
+        )
+        assert "Scan on django_jobs_occurrence_qdue" in due, due  # a bitmap or a plain walk
+        assert "Index Scan using django_jobs_occurrence_running" in running, running
+        assert "Index Scan Backward using django_jobs_attempt_pkey" in failures, failures
+        assert "Index Scan using django_jobs_occurrence_pkey" in failures, failures
+        for plan_text in (due, running, failures):
+            assert "Seq Scan on django_jobs_occurrence" not in plan_text, plan_text
+            assert "Seq Scan on django_jobs_attempt" not in plan_text, plan_text
+
+
+@pytest.fixture
+def prepared() -> Iterator[None]:
+    """The test's connection reopened binding on the server with generic plans
+    (tests/test_server_side_binding.py says why)."""
+    options = connection.settings_dict["OPTIONS"]
+    saved = dict(options)
+    connection.close()
+    options.update(PREPARED)
+    try:
+        yield
+    finally:
+        connection.close()
+        options.clear()
+        options.update(saved)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_view_reads_the_same_with_prepared_statements_and_generic_plans(prepared) -> None:
+    User.objects.create_superuser("ops", "ops@example.com", "x")
+    fleet = build_fleet()
+    tenant_user("alice", "acme")
+    everything = view("--actor", "ops")
+    assert (everything["backlog"]["due"], everything["running"]["total"]) == (2, 2)
+    assert shown_ids(everything, "failures") == ids(fleet.globex_dead, fleet.acme_failed)
+    reports = view("--actor", "ops", "--queue", "reports")
+    assert (reports["backlog"]["due"], shown_ids(reports, "running")) == (
+        1,
+        ids(fleet.globex_running),
+    )
+    alice = view("--actor", "alice")
+    assert shown_ids(alice, "failures") == ids(fleet.acme_failed)
 
 
 # The text: words, columns, header.
