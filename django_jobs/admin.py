@@ -2,9 +2,10 @@
 
 Every page and action is scoped by ``django_jobs.permissions``: a user sees only the schedules
 (and their occurrences) they may view, and an action on a schedule they may not act on is
-refused, whether it comes from a bulk action or an edited URL. Occurrence state is read-only;
-audit records can be neither changed nor deleted, and are scoped by the schedule and tenant
-columns each record carries (never by lists of ids).
+refused, whether it comes from a bulk action, a button on its page (``ActsOnOneObject``) or
+an edited URL; each confirmation says what it will do (``services.consequences``). Occurrence
+state is read-only; audit records can be neither changed nor deleted, and are scoped by the
+schedule and tenant columns each record carries (never by lists of ids).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 
-from . import permissions, services
+from . import permissions, services, words
 from .admin_base import (
-    GuardedAdmin,
+    ActsOnOneObject,
+    ObjectAction,
+    ReadOnlyAdmin,
     ReasonForm,
     RunNowForm,
     ScopedAdmin,
@@ -37,12 +40,39 @@ from .admin_lists import (
     search_occurrences,
 )
 from .console import views as console
-from .models import Attempt, AuditRecord, Occurrence, Replica, Runbook, Schedule
+from .models import (
+    Attempt,
+    AuditRecord,
+    Occurrence,
+    OccurrenceState,
+    Replica,
+    Runbook,
+    Schedule,
+    ScheduleStatus,
+)
 from .models.occurrences import NEWEST_FIRST_GUARD
 from .scheduling import rrules
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
+
+# The states each occurrence action acts on (the store refuses the others).
+_S = OccurrenceState
+REPLAYABLE = frozenset({_S.DEAD, _S.FAILED, _S.SKIPPED, _S.COMPLETED, _S.CANCELLED})
+CANCELLABLE = frozenset({_S.SCHEDULED, _S.FAILED, _S.PROCESSING})
+
+# Each schedule action: its confirmation's title, its service, the verb of its message, and
+# what it will do (``services.consequences``).
+SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[..., Any], str, Callable[[Schedule], str]]] = {
+    "disable": ("Disable schedules", services.disable, "Disabled", services.consequences.disable),
+    "enable": ("Enable schedules", services.enable, "Enabled", services.consequences.enable),
+    "run_now": ("Run now", services.run_now, "Planned a run of", services.consequences.run_now),
+}
+
+
+def runnable(schedule: Schedule) -> bool:
+    """Run now needs an active, enabled schedule (the service refuses any other)."""
+    return schedule.enabled and schedule.status == ScheduleStatus.ACTIVE
 
 
 class AttemptInline(ShowsInstantsInUtc, admin.TabularInline):  # type: ignore[type-arg]
@@ -55,6 +85,7 @@ class AttemptInline(ShowsInstantsInUtc, admin.TabularInline):  # type: ignore[ty
         "outcome",
         "started_at",
         "finished_at",
+        "duration",
         "error_type",
         "error_message",
     ]
@@ -64,6 +95,11 @@ class AttemptInline(ShowsInstantsInUtc, admin.TabularInline):  # type: ignore[ty
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description="duration")
+    def duration(self, obj: Attempt) -> str:
+        """How long it ran (finished less started), in words; ``-`` while it runs."""
+        return words.duration(obj.finished_at - obj.started_at if obj.finished_at else None)
 
 
 class DeadLetterFilter(admin.SimpleListFilter):
@@ -78,7 +114,7 @@ class DeadLetterFilter(admin.SimpleListFilter):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ShowsArguments, ScopedAdmin):
+class ScheduleAdmin(ShowsArguments, ActsOnOneObject):
     schedule_path = "pk"
     list_display = [
         "__str__",
@@ -95,6 +131,11 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
     list_filter = ["status", "enabled", "tenant", "queue", "operating_owner"]
     search_fields = ["key", "job", "tenant"]
     actions = ["disable_schedules", "enable_schedules", "run_now"]
+    object_actions = (
+        ObjectAction("disable", "Disable", "disable_schedules", "disable", lambda s: s.enabled),
+        ObjectAction("enable", "Enable", "enable_schedules", "disable", lambda s: not s.enabled),
+        ObjectAction("run-now", "Run now", "run_now", "run", runnable),
+    )
 
     def get_urls(self) -> list[URLPattern]:
         """The console's pages (``django_jobs.console.views``), before the model's own: the
@@ -156,7 +197,7 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
         late = services.now() - oldest if oldest else None
         if late is None or late.total_seconds() <= 0:
             return "on time"
-        return f"{int(late.total_seconds())} s late"
+        return f"{words.duration(late)} late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = self.arguments_shown([f.name for f in Schedule._meta.fields])
@@ -214,14 +255,11 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
             extra.update(console.editing(request, schedule))
         return super().change_view(request, object_id, form_url, extra)
 
-    def _act(
-        self,
-        request: HttpRequest,
-        queryset: QuerySet[Any],
-        title: str,
-        service: Callable[..., Any],
-        verb: str,
-    ) -> HttpResponse | None:
+    def _act(self, request: HttpRequest, queryset: QuerySet[Any], name: str) -> Any:
+        """The confirmation of action ``name`` (``SCHEDULE_ACTIONS``), then its service on
+        each schedule, each reported with a message."""
+        title, service, verb, consequence = SCHEDULE_ACTIONS[name]
+
         def perform(schedule: Schedule, data: dict[str, Any]) -> str:
             extra = {"args": data["args"]} if data.get("args") is not None else {}
             service(
@@ -229,9 +267,14 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
             )
             return f"{verb} {schedule}."
 
-        form_class = RunNowForm if service is services.run_now else ReasonForm
         return confirmed_action(
-            self, request, queryset, title=title, perform=perform, form_class=form_class
+            self,
+            request,
+            queryset,
+            title=title,
+            perform=perform,
+            consequence=consequence,
+            form_class=RunNowForm if service is services.run_now else ReasonForm,
         )
 
     def has_disable_permission(self, request: HttpRequest) -> bool:
@@ -245,21 +288,21 @@ class ScheduleAdmin(ShowsArguments, ScopedAdmin):
         permissions=["disable"],
     )
     def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        return self._act(request, queryset, "Disable schedules", services.disable, "Disabled")
+        return self._act(request, queryset, "disable")
 
     @admin.action(
         description="Enable selected schedules (misfire policy applies)", permissions=["disable"]
     )
     def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        return self._act(request, queryset, "Enable schedules", services.enable, "Enabled")
+        return self._act(request, queryset, "enable")
 
     @admin.action(description="Run selected schedules now", permissions=["run"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        return self._act(request, queryset, "Run now", services.run_now, "Planned a run of")
+        return self._act(request, queryset, "run_now")
 
 
 @admin.register(Occurrence)
-class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
+class OccurrenceAdmin(ShowsArguments, ActsOnOneObject):
     list_display = [
         "schedule",
         "scheduled_at",
@@ -294,6 +337,10 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
     declared_instants = declared_lookups  # read as UTC when they name no offset
     inlines = [AttemptInline]
     actions = ["replay", "cancel"]
+    object_actions = (
+        ObjectAction("replay", "Replay", "replay", "replay", lambda o: o.state in REPLAYABLE),
+        ObjectAction("cancel", "Cancel", "cancel", "disable", lambda o: o.state in CANCELLABLE),
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # Always true, and what lets the list walk the indexes made for it (NEWEST_FIRST_GUARD).
@@ -305,13 +352,24 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
         return search_occurrences(queryset, request.user, search_term), False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return self.arguments_shown([f.name for f in Occurrence._meta.fields])
+        fields = self.arguments_shown([f.name for f in Occurrence._meta.fields])
+        after = fields.index("scheduled_at") + 1
+        return [*fields[:after], "lateness", *fields[after:]]
+
+    @admin.display(description="lateness")
+    def lateness(self, obj: Occurrence) -> str:
+        """Its first attempt's start less its scheduled instant (a retry's backoff is not
+        lateness), in words."""
+        first = obj.attempt_history.order_by("number").values_list("started_at", flat=True)
+        began = first.first() or obj.started_at
+        return words.duration(began - obj.scheduled_at) if began else "not started"
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return permissions.may_any(request.user, "replay")
 
     @admin.action(
-        description="Replay selected occurrences (a new attempt, same identity)",
+        description="Replay selected occurrences (a new attempt, same identity, a fresh retry "
+        "budget)",
         permissions=["replay"],
     )
     def replay(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
@@ -319,10 +377,20 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
             replayed = services.replay(
                 occurrence, actor=request.user, reason=data["reason"], now=services.now()
             )
-            return f"Replayed {occurrence.pk}: attempt {replayed.attempts + 1} is due now."
+            n = replayed.attempts + 1
+            budget = services.consequences.retry_budget(replayed.schedule, n)
+            return (
+                f"Replayed {occurrence.pk}: attempt {n} is due now. "
+                f"The retry budget starts afresh: {budget}."
+            )
 
         return confirmed_action(
-            self, request, queryset, title="Replay occurrences", perform=perform
+            self,
+            request,
+            queryset,
+            title="Replay occurrences",
+            perform=perform,
+            consequence=lambda o: services.consequences.replay(o, o.schedule),
         )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
@@ -340,12 +408,17 @@ class OccurrenceAdmin(ShowsArguments, ScopedAdmin):
             return f"Cancelled {occurrence.pk}."
 
         return confirmed_action(
-            self, request, queryset, title="Cancel occurrences", perform=perform
+            self,
+            request,
+            queryset,
+            title="Cancel occurrences",
+            perform=perform,
+            consequence=services.consequences.cancel,
         )
 
 
 @admin.register(AuditRecord)
-class AuditRecordAdmin(GuardedAdmin):
+class AuditRecordAdmin(ReadOnlyAdmin):
     """Every record the user may see, newest first: filtered by the ``schedule_id`` and
     ``tenant`` columns (``permissions.visible_audit``), so neither a huge occurrence table
     nor a removed schedule hides one. ``?schedule_id__exact=<id>`` lists one schedule's."""
@@ -373,12 +446,6 @@ class AuditRecordAdmin(GuardedAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
         return permissions.visible_audit(request.user).order_by("-at", "-id")
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return bool(request.user.is_active and request.user.is_staff)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        return bool(request.user.is_active and request.user.is_staff)
-
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         shown = {"before": "before_shown", "after": "after_shown"}
         return [shown.get(f.name, f.name) for f in AuditRecord._meta.fields]
@@ -392,18 +459,9 @@ class AuditRecordAdmin(GuardedAdmin):
     def after_shown(self, obj: AuditRecord) -> str:
         return redacted(obj.after)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(Replica)
-class ReplicaAdmin(GuardedAdmin):
+class ReplicaAdmin(ReadOnlyAdmin):
     """The fleet: every replica's host, process and heartbeat. Not a tenant's to see: staff
     need ``django_jobs.view_replica`` (a permission of its own, model-wide)."""
 
@@ -428,21 +486,9 @@ class ReplicaAdmin(GuardedAdmin):
             return "every queue"
         return ", ".join(f"{q.get('name')}:{q.get('concurrency')}" for q in queues)
 
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return self.has_module_permission(request)
-
     def has_module_permission(self, request: HttpRequest) -> bool:
         user = request.user
         return bool(user.is_active and user.is_staff and user.has_perm("django_jobs.view_replica"))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Runbook)
