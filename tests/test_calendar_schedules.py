@@ -152,6 +152,9 @@ def test_jobs_inspect_and_the_admin_show_the_rule_in_words() -> None:
     assert shown["rule_in_words"] == words
     assert shown["rrule"] == "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18"
     assert shown["on_excluded"] == "previous"
+    # next_runs is the summary's, as for every timing: ten monthly runs, not a week's none.
+    assert len(shown["next_runs"]) == 10
+    assert {r["local"][11:19] for r in shown["next_runs"]} == {"18:00:00"}
 
     client = Client()
     client.force_login(User.objects.get(username="root"))

@@ -44,7 +44,7 @@ def jobs(*args: str) -> str:
 
 def test_list_shows_what_the_actor_may_see(ops, nightly) -> None:
     assert "acme/billing.nightly" in jobs("list", "--actor", "ops")
-    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))
+    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))["schedules"]
     assert (row["tenant"], row["key"], row["enabled"]) == ("acme", "billing.nightly", True)
     User.objects.create_user("nobody")
     assert jobs("list", "--actor", "nobody").strip() == "no schedules you may see"
@@ -85,8 +85,8 @@ def test_inspect_and_list_show_the_last_start_and_completion_read_from_its_occur
         jobs("inspect", "billing.nightly", "--tenant", "acme", "--actor", "ops", "--json")
     )
     assert (report["last_started_at"], report["last_completed_at"]) == (started, completed)
-    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))
-    assert row["last_completed_at"] == completed
+    (row,) = json.loads(jobs("list", "--actor", "ops", "--json"))["schedules"]
+    assert row["last_completed_at"] == (T0 + timedelta(minutes=2)).isoformat()
 
 
 def test_replay_disable_enable_run_now_purge_are_audited_with_actor_and_reason(

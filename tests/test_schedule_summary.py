@@ -189,6 +189,12 @@ def test_jobs_inspect_prints_the_same_words_and_marked_runs(nightly) -> None:
     assert data["timing_in_words"].startswith(
         "daily at 09:00 America/New_York (13:00 or 14:00 UTC depending on DST)"
     )
-    assert data["next_runs_in_zone"] == [
-        f"{local} = {utc}" + (f"  [{mark}]" if mark else "") for local, utc, mark in SPRING_RUNS
-    ]
+    assert [
+        (r["local_words"], r["utc_words"], " ".join(r["marks"])) for r in data["next_runs"]
+    ] == SPRING_RUNS
+    assert "next_runs_in_zone" not in data  # one field, the admin's runs
+    out = StringIO()
+    with use_clock(FakeClock(SPRING_NOW)):
+        call_command("jobs", "inspect", KEY, "--actor", "ops", stdout=out)
+    local, utc, mark = SPRING_RUNS[4]  # the run DST starts before, marked
+    assert f"  {local} = {utc}  [{mark}]" in out.getvalue().splitlines()
