@@ -17,7 +17,7 @@ from . import test_browser
 from .factories import ScheduleFactory, dead_occurrence
 from .snapshots import snapshot
 from .storeutil import plan
-from .test_browser import SHOTS, login
+from .test_browser import login
 
 # The browser tests' fixtures: a live server, and a Chromium page.
 server = test_browser.server
@@ -68,7 +68,6 @@ def test_replay_a_dead_occurrence_from_its_page_audited(page, server) -> None:
     assert "runs as attempt 2 at the next claim" in said
     assert "The retry budget starts afresh: up to 3 attempts (2 to 4)" in said
     page.fill("textarea[name=reason]", "template restored")
-    page.screenshot(path=str(SHOTS / "admin-occurrence-replay-confirm.png"), full_page=True)
     page.click("input[name=jobs-confirm]")
 
     assert page.url == occurrence_page(server, occurrence)  # back where the operator was
@@ -180,7 +179,6 @@ def test_disable_enable_and_run_now_from_the_schedule_page(page, server) -> None
     login(page, server, "root", "pw")
     page.goto(schedule_page)
     assert page.locator("button.jobs-enable").count() == 0
-    page.screenshot(path=str(SHOTS / "admin-schedule-buttons.png"))
     assert "an occurrence already running finishes" in act("disable", "partner outage")
     assert "Disabled acme/billing.nightly." in page.inner_text(".messagelist")
     assert Schedule.objects.get().enabled is False
