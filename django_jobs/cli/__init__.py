@@ -6,16 +6,17 @@ Thin: parse, call a service, print. Operator subcommands act as ``--actor`` (see
 
 - ``arguments``: the subcommands, their options, and the text checks every argument passes;
 - ``invocation``: one run: options, output, the ``--actor`` user and the schedule named;
-- ``schedules``: ``list``, ``inspect``, ``runbooks``;
-- ``actions``: ``replay``, ``disable``, ``enable``, ``run-now``, ``purge``;
-- ``reports``: ``handlers``, ``departures``, ``sync``, ``health``.
+- ``schedules``: ``list``, ``inspect``, ``runbooks`` (``next_steps``: what ``inspect`` ends with);
+- ``actions``: ``replay``, ``cancel``, ``disable``, ``enable``, ``run-now``, ``purge``;
+- ``reports``: ``handlers``, ``departures``, ``sync``, ``health``;
+- ``top``: ``top`` (the fleet in a terminal, redrawn until Ctrl-C).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import actions, reports, schedules
+from . import actions, reports, schedules, top
 from .invocation import Invocation
 
 SUBCOMMANDS: dict[str, Callable[[Invocation], None]] = {
@@ -23,6 +24,7 @@ SUBCOMMANDS: dict[str, Callable[[Invocation], None]] = {
     "inspect": schedules.inspect,
     "runbooks": schedules.export_runbooks,
     "replay": actions.replay,
+    "cancel": actions.cancel,
     "disable": actions.disable,
     "enable": actions.enable,
     "run-now": actions.run_now,
@@ -31,6 +33,7 @@ SUBCOMMANDS: dict[str, Callable[[Invocation], None]] = {
     "departures": reports.departures,
     "sync": reports.sync,
     "health": reports.health,
+    "top": top.top,
 }
 
 __all__ = ["SUBCOMMANDS", "Invocation"]

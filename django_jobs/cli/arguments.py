@@ -102,6 +102,20 @@ def add_subcommands(parser: CommandParser) -> None:
     inspect = _operator(sub, "inspect", "Show a schedule, or one occurrence with its attempts.")
     inspect.add_argument("--occurrence", default=None, help="an occurrence id")
     _add_replay(sub)
+    cancel = sub.add_parser(
+        "cancel",
+        help="Cancel an occurrence that has not finished (waiting: never runs; running: stops).",
+        description=(
+            "jobs cancel OCCURRENCE_ID cancels that occurrence, as the admin's Cancel does: "
+            "waiting (scheduled, or failed and waiting for a retry), it will not run; running, "
+            "its lease ends now and the replica running it stops at its next renewal. Needs the "
+            "disable permission on its schedule; audited with the reason."
+        ),
+    )
+    cancel.add_argument("occurrence", help="the occurrence id")
+    cancel.add_argument("--actor", default=None, help=ACTOR_HELP)
+    cancel.add_argument("--reason", required=True, help=REASON_HELP)
+    cancel.add_argument("--json", action="store_true", help="print JSON for scripts")
     disable = _operator(sub, "disable", "Stop new claims of a schedule.", reason=True)
     disable.add_argument(
         "--cancel-running", action="store_true", help="also cancel its running occurrence"
@@ -130,6 +144,7 @@ def add_subcommands(parser: CommandParser) -> None:
     books.add_argument("--key", default=None, help="only the schedules with this key")
     books.add_argument("--tenant", default=None, help="only this tenant's schedules")
     _add_sync_and_health(sub)
+    _add_top(sub)
 
 
 def _operator(
@@ -218,3 +233,35 @@ def _add_sync_and_health(sub: Any) -> None:
     )
     health.add_argument("--host", default=None, help="Check this host (default: this one).")
     health.add_argument("--json", action="store_true", help="Print the replicas as JSON.")
+
+
+def _add_top(sub: Any) -> None:
+    top = _operator(
+        sub,
+        "top",
+        "Watch the fleet: due backlog, running occurrences, recent failures, replicas.",
+        key=False,
+    )
+    top.description = (
+        "A terminal view of what --actor may see, as the admin's dashboard scopes it, redrawn "
+        "every --interval seconds until Ctrl-C: the due backlog and its age, the running "
+        "occurrences with their replica and elapsed time, the failures and dead letters of "
+        "the last --since minutes, and (with django_jobs.view_replica) the replicas with "
+        "their heartbeat's age. --once prints it once, for scripts."
+    )
+    top.add_argument("--once", action="store_true", help="print one view and exit")
+    top.add_argument(
+        "--interval",
+        type=_seconds,
+        default=2.0,
+        help="seconds between two views (default 2)",
+    )
+    top.add_argument(
+        "--since",
+        type=_seconds,
+        default=15 * 60,
+        metavar="SECONDS",
+        help="how far back recent failures are listed (default 900: 15 minutes)",
+    )
+    top.add_argument("--tenant", default=None, help="only this tenant's schedules")
+    top.add_argument("--queue", default=None, help="only this queue's occurrences")

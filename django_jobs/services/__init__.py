@@ -27,6 +27,9 @@ The package is laid out by noun; callers use ``services.<name>``, never a module
 - ``health``: ``replica_health``;
 - ``stranded``: ``stranded_schedules`` (active records nothing will run: check W031);
 - ``dashboard``: ``dashboard`` (the console's page: replicas, due work, schedules' lines, a chart);
+- ``listing``: ``list_schedules`` (``jobs list``'s lines), ``schedule_standing`` (what
+  ``jobs inspect``'s next steps read);
+- ``watch``: ``watch`` (``jobs top``: backlog, running, recent failures, replicas, scoped the same);
 - ``metrics``: ``fleet_metrics`` (what a Prometheus scrape reports, fleet-wide);
 - ``timeline``: ``now``, the instant interfaces pass to the others;
 - ``rows``: reading the rows a service decides with, and its audit record.
@@ -48,6 +51,7 @@ from .inspection import (
     visible_schedules,
     with_recovery_points,
 )
+from .listing import LIST_CAP, Standing, list_schedules, schedule_standing
 from .metrics import (
     DUE_COUNT_CAP,
     DURATION_BUCKETS,
@@ -65,6 +69,7 @@ from .summary import ScheduleSummary, schedule_summary
 from .sync import SyncReport, fingerprint, sync_if_changed, sync_schedules
 from .tenants import TENANT_PAUSE, pause_tenant, resume_tenant
 from .timeline import now
+from .watch import FailureLine, RunningLine, Watch, watch
 
 __all__ = [
     "DASHBOARD_WINDOWS",
@@ -72,6 +77,7 @@ __all__ = [
     "DUE_COUNT_CAP",
     "DURATION_BUCKETS",
     "LATENESS_BUCKETS",
+    "LIST_CAP",
     "PARKED_FIELDS",
     "PARKED_SHOWN",
     "STRANDED_SHOWN",
@@ -79,13 +85,17 @@ __all__ = [
     "TIMING_FIELDS",
     "Buckets",
     "Dashboard",
+    "FailureLine",
     "FleetMetrics",
     "HealthReport",
     "QueueFigures",
+    "RunningLine",
     "ScheduleReport",
     "ScheduleSummary",
+    "Standing",
     "Stranded",
     "SyncReport",
+    "Watch",
     "cancel",
     "consequences",
     "dashboard",
@@ -98,6 +108,7 @@ __all__ = [
     "fleet_metrics",
     "inspect_occurrence",
     "inspect_schedule",
+    "list_schedules",
     "now",
     "pause_tenant",
     "purge",
@@ -106,11 +117,13 @@ __all__ = [
     "replica_health",
     "resume_tenant",
     "run_now",
+    "schedule_standing",
     "schedule_summary",
     "stranded_schedules",
     "sync_if_changed",
     "sync_schedules",
     "upsert_schedule",
     "visible_schedules",
+    "watch",
     "with_recovery_points",
 ]

@@ -24,8 +24,8 @@ from ...logging import log_to_stderr_unless_configured
 
 class Command(BaseCommand):
     help = (
-        "Operate scheduled jobs: list, inspect, replay, disable, enable, run-now, purge, "
-        "handlers, departures, runbooks, sync, health."
+        "Operate scheduled jobs: list, inspect, replay, cancel, disable, enable, run-now, purge, "
+        "handlers, departures, runbooks, sync, health, top."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
