@@ -22,36 +22,35 @@ from . import permissions, services, words
 from .admin_base import (
     ActsOnOneObject,
     ObjectAction,
-    ReadOnlyAdmin,
     ReasonForm,
     RunNowForm,
-    ScopedAdmin,
     ShowsArguments,
     confirmed_action,
-    redacted,
 )
 from .admin_instants import ShowsInstantsInUtc, utc_text
 from .admin_lists import (
-    AuditActionFilter,
     QueueFilter,
     ScheduledFilter,
     ScheduleFilter,
     TenantFilter,
     search_occurrences,
 )
+from .admin_records import AuditRecordAdmin, ReplicaAdmin, RunbookAdmin
 from .console import views as console
 from .models import (
     Attempt,
     AuditRecord,
     Occurrence,
     OccurrenceState,
-    Replica,
     Runbook,
     Schedule,
     ScheduleStatus,
 )
 from .models.occurrences import NEWEST_FIRST_GUARD
-from .scheduling import rrules
+from .scheduling import rrules, timings
+
+# The read-only pages (audit records, replicas, runbooks) live in admin_records.
+__all__ = ["AuditRecordAdmin", "OccurrenceAdmin", "ReplicaAdmin", "RunbookAdmin", "ScheduleAdmin"]
 
 # The newest audit records a schedule's page shows; the rest are one link away.
 AUDIT_ON_SCHEDULE_PAGE = 20
@@ -68,6 +67,16 @@ SCHEDULE_ACTIONS: dict[str, tuple[str, Callable[..., Any], str, Callable[[Schedu
     "enable": ("Enable schedules", services.enable, "Enabled", services.consequences.enable),
     "run_now": ("Run now", services.run_now, "Planned a run of", services.consequences.run_now),
 }
+
+
+def replayable(occurrence: Occurrence) -> bool:
+    """A finished occurrence, unless its schedule is a retired recurring one (the service
+    refuses it: re-declare the schedule first)."""
+    schedule = occurrence.schedule
+    retired = schedule.status == ScheduleStatus.RETIRED
+    return occurrence.state in REPLAYABLE and not (
+        retired and schedule.timing_kind not in timings.one_off_kinds()
+    )
 
 
 def runnable(schedule: Schedule) -> bool:
@@ -338,7 +347,7 @@ class OccurrenceAdmin(ShowsArguments, ActsOnOneObject):
     inlines = [AttemptInline]
     actions = ["replay", "cancel"]
     object_actions = (
-        ObjectAction("replay", "Replay", "replay", "replay", lambda o: o.state in REPLAYABLE),
+        ObjectAction("replay", "Replay", "replay", "replay", replayable),
         ObjectAction("cancel", "Cancel", "cancel", "disable", lambda o: o.state in CANCELLABLE),
     )
 
@@ -415,83 +424,3 @@ class OccurrenceAdmin(ShowsArguments, ActsOnOneObject):
             perform=perform,
             consequence=services.consequences.cancel,
         )
-
-
-@admin.register(AuditRecord)
-class AuditRecordAdmin(ReadOnlyAdmin):
-    """Every record the user may see, newest first: filtered by the ``schedule_id`` and
-    ``tenant`` columns (``permissions.visible_audit``), so neither a huge occurrence table
-    nor a removed schedule hides one. ``?schedule_id__exact=<id>`` lists one schedule's."""
-
-    list_display = [
-        "at",
-        "actor",
-        "actor_id",
-        "action",
-        "tenant",
-        "schedule_id",
-        "target_type",
-        "target_id",
-        "reason",
-    ]
-    # Neither reads the never-purged table for its choices (a DISTINCT per filter did).
-    list_filter = [AuditActionFilter, TenantFilter]
-    # One schedule's records: the link on each schedule's page (index django_jobs_audit_schedule).
-    declared_lookups = ("schedule_id__exact",)
-    search_fields = ["actor", "reason", "target_id"]
-    ordering = ["-at", "-id"]
-    list_per_page = 100
-    exclude = ["before", "after"]  # shown redacted instead: ``before_shown``, ``after_shown``
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
-        return permissions.visible_audit(request.user).order_by("-at", "-id")
-
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        shown = {"before": "before_shown", "after": "after_shown"}
-        return [shown.get(f.name, f.name) for f in AuditRecord._meta.fields]
-
-    @admin.display(description="before")
-    def before_shown(self, obj: AuditRecord) -> str:
-        """What the action changed, as it was: a job's arguments among it, redacted."""
-        return redacted(obj.before)
-
-    @admin.display(description="after")
-    def after_shown(self, obj: AuditRecord) -> str:
-        return redacted(obj.after)
-
-
-@admin.register(Replica)
-class ReplicaAdmin(ReadOnlyAdmin):
-    """The fleet: every replica's host, process and heartbeat. Not a tenant's to see: staff
-    need ``django_jobs.view_replica`` (a permission of its own, model-wide)."""
-
-    list_display = [
-        "id",
-        "host",
-        "pid",
-        "state",
-        "heartbeat_at",
-        "concurrency",
-        "running",
-        "served_queues",
-    ]
-    list_filter = ["state", "host"]
-
-    @admin.display(description="queues")
-    def served_queues(self, obj: Replica) -> str:
-        """The queues it serves (``runworker --queue NAME[:N]``), each with its threads;
-        "every queue" for a replica started without ``--queue``."""
-        queues = obj.queues if isinstance(obj.queues, list) else []
-        if not queues:
-            return "every queue"
-        return ", ".join(f"{q.get('name')}:{q.get('concurrency')}" for q in queues)
-
-    def has_module_permission(self, request: HttpRequest) -> bool:
-        user = request.user
-        return bool(user.is_active and user.is_staff and user.has_perm("django_jobs.view_replica"))
-
-
-@admin.register(Runbook)
-class RunbookAdmin(ScopedAdmin):
-    list_display = ["schedule", "kind", "interface"]
-    list_filter = ["kind"]

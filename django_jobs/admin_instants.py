@@ -10,7 +10,8 @@ on a configured zone (django_jobs reads none).
 
 ``utc_text`` is the one formatting; ``ShowsInstantsInUtc`` applies it to every
 ``DateTimeField`` a ModelAdmin or inline would show through Django's display (list columns,
-read-only fields), keeping each field's name, label, ordering and CSS class.
+read-only fields), keeping each field's name, label, ordering and CSS class, and shows every
+``DurationField`` in words the same way (``words.duration``: ``5 min``, never ``0:05:00``).
 """
 
 from __future__ import annotations
@@ -50,20 +51,37 @@ def utc_column(field: models.DateTimeField) -> Column:  # type: ignore[type-arg]
     return admin.display(description=str(field.verbose_name), ordering=field.name)(show)
 
 
+@functools.cache
+def words_column(field: models.DurationField) -> Column:  # type: ignore[type-arg]
+    """What shows a ``DurationField`` in words (``5 min``, ``30 s``: ``words.duration``), not
+    as ``0:05:00``, under the field's own name and label, ordered by it."""
+
+    def show(obj: Any) -> str:
+        return words.duration(getattr(obj, field.attname))
+
+    show.__name__ = show.__qualname__ = field.name
+    return admin.display(description=str(field.verbose_name), ordering=field.name)(show)
+
+
 def instant_fields(model: type[models.Model]) -> dict[str, Column]:
-    """Each ``DateTimeField`` of ``model`` by name, with the column that shows it."""
-    return {
-        field.name: utc_column(field)
-        for field in model._meta.get_fields()
-        if isinstance(field, models.DateTimeField)
-    }
+    """Each ``DateTimeField`` of ``model`` by name, with the column that shows it in UTC, and
+    each ``DurationField`` with the column that shows it in words."""
+    shown: dict[str, Column] = {}
+    for field in model._meta.get_fields():
+        if isinstance(field, models.DateTimeField):
+            shown[field.name] = utc_column(field)
+        elif isinstance(field, models.DurationField):
+            shown[field.name] = words_column(field)
+    return shown
 
 
 class ShowsInstantsInUtc:
     """For a ``ModelAdmin`` or an inline: every ``DateTimeField`` named in its list columns,
     fields, read-only fields and ``sortable_by`` is shown by ``utc_column`` instead of by
-    Django's display. Each one is read-only (out of the form, among the read-only fields):
-    no page of django_jobs edits an instant through Django's form."""
+    Django's display, and every ``DurationField`` by ``words_column`` (``5 min``, not
+    ``0:05:00``). Each one is read-only (out of the form, among the read-only fields):
+    no page of django_jobs edits an instant or a duration through Django's form (run-time
+    schedules are edited in the console's own form)."""
 
     # Each method returns Any: django-stubs types fields and read-only fields as names, and
     # Django takes callables there too (its documented ``readonly_fields``).

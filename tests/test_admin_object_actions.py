@@ -29,7 +29,8 @@ pytestmark = pytest.mark.django_db
 # The budget of a replay after one attempt, on the factory's retry policy (3 attempts, 30 s
 # backoff doubling to at most 10 min).
 BUDGET_FROM_2 = (
-    "up to 3 attempts (2 to 4), 30 seconds backoff doubling to at most 10 minutes, then dead letter"
+    "up to 3 attempts (2 to 4), 30 s backoff doubling to at most 10 min (each wait 50-100% of "
+    "that), then dead letter"
 )
 
 
@@ -159,8 +160,8 @@ def test_the_replay_confirmation_says_which_attempt_runs_and_that_the_budget_sta
     (said,) = consequences_shown(first_step(root_client, "occurrence", "replay", occurrence))
     assert said == (
         f"Occurrence {occurrence.pk} (dead after 1 attempt) becomes due now and runs as attempt "
-        "2 at the next claim, trigger manual, under the same identity (its command's "
-        f"idempotency key). The retry budget starts afresh: {BUDGET_FROM_2}."
+        "2, trigger manual, under the same identity (its command's idempotency key). The "
+        f"retry budget starts afresh: {BUDGET_FROM_2}. A replica claims it at its next pass."
     )
 
 
@@ -170,7 +171,7 @@ def test_the_replay_confirmation_after_three_attempts_names_attempts_4_to_6(
     occurrence = dead_occurrence(acme)
     Occurrence.objects.filter(pk=occurrence.pk).update(attempts=3)  # as after a full budget
     (said,) = consequences_shown(first_step(root_client, "occurrence", "replay", occurrence))
-    assert "runs as attempt 4 at the next claim" in said
+    assert "runs as attempt 4, trigger manual" in said
     assert "The retry budget starts afresh: up to 3 attempts (4 to 6)," in said
 
 
@@ -194,8 +195,8 @@ def test_the_schedule_confirmations_say_what_disable_enable_and_run_now_do(
     assert enable.startswith("Replicas claim acme/billing.nightly's occurrences again")
     (run,) = consequences_shown(first_step(root_client, "schedule", "run_now", acme))
     assert run.endswith(
-        "Its retry budget: up to 3 attempts (1 to 3), 30 seconds backoff doubling to at most "
-        "10 minutes, then dead letter."
+        "Its retry budget: up to 3 attempts (1 to 3), 30 s backoff doubling to at most 10 min "
+        "(each wait 50-100% of that), then dead letter. A replica claims it at its next pass."
     )
 
 
@@ -239,6 +240,12 @@ def test_an_occurrence_page_offers_replay_when_finished_and_cancel_while_unfinis
     assert buttons(page_of(root_client, "occurrence", waiting)) == ["cancel"]  # processing
     store.complete([lease], now=T0 + timedelta(hours=1, seconds=1))
     assert buttons(page_of(root_client, "occurrence", waiting)) == ["replay"]
+
+
+def test_a_retired_recurring_schedules_occurrence_offers_no_replay(root_client, acme) -> None:
+    dead = dead_occurrence(acme)
+    Schedule.objects.filter(pk=acme.pk).update(status="retired")
+    assert buttons(page_of(root_client, "occurrence", dead)) == []  # the service refuses it
 
 
 def test_an_occurrence_page_offers_only_what_its_user_may_do_on_that_schedule(acme) -> None:
@@ -393,3 +400,17 @@ def test_the_button_urls_take_only_a_post_with_its_csrf_token(acme) -> None:
     assert client.post(url("occurrence", "replay", occurrence), data).status_code == 403
     assert Occurrence.objects.get().state == "dead"
     assert not AuditRecord.objects.exists()
+
+
+def test_the_schedule_page_shows_its_policy_durations_in_words(root_client) -> None:
+    schedule = ScheduleFactory(
+        max_delay=timedelta(minutes=5),
+        backoff=timedelta(seconds=30),
+        timeout=timedelta(minutes=15),
+    )
+    page = root_client.get(f"/admin/django_jobs/schedule/{schedule.pk}/change/").content.decode()
+    for field, shown in (("max_delay", "5 min"), ("backoff", "30 s"), ("timeout", "15 min")):
+        cell = page.split(f'field-{field}"', 1)[1].split('<div class="readonly">', 1)[1]
+        assert cell.split("</div>", 1)[0] == shown, field
+    assert "0:05:00" not in page
+    assert "0:15:00" not in page

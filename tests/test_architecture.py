@@ -135,6 +135,7 @@ def test_the_store_keeps_its_sql_in_named_queries() -> None:
 # their view, the admin's template tags.
 INTERFACES = [
     "admin.py",
+    "admin_records.py",
     "admin_base.py",
     "admin_lists.py",
     "admin_instants.py",

@@ -65,7 +65,7 @@ def test_replay_a_dead_occurrence_from_its_page_audited(page, server) -> None:
     assert page.locator("button.jobs-cancel").count() == 0  # dead: nothing to cancel
     page.click("button.jobs-replay")
     said = page.inner_text(".jobs-consequence")
-    assert "runs as attempt 2 at the next claim" in said
+    assert "runs as attempt 2, trigger manual" in said
     assert "The retry budget starts afresh: up to 3 attempts (2 to 4)" in said
     page.fill("textarea[name=reason]", "template restored")
     page.click("input[name=jobs-confirm]")
