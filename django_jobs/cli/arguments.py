@@ -246,8 +246,8 @@ def _add_top(sub: Any) -> None:
         "A terminal view of what --actor may see, as the admin's dashboard scopes it, redrawn "
         "every --interval seconds until Ctrl-C: the due backlog and its age, the running "
         "occurrences with their replica and elapsed time, the failures and dead letters of "
-        "the last --since minutes, and (with django_jobs.view_replica) the replicas with "
-        "their heartbeat's age. --once prints it once, for scripts."
+        "the last --since seconds (15 minutes by default), and (with django_jobs.view_replica) "
+        "the replicas with their heartbeat's age. --once prints it once, for scripts."
     )
     top.add_argument("--once", action="store_true", help="print one view and exit")
     top.add_argument(
