@@ -209,11 +209,23 @@ class ScheduleAdmin(ShowsArguments, ActsOnOneObject):
         return f"{words.duration(late)} late"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = self.arguments_shown([f.name for f in Schedule._meta.fields])
+        names = [f.name for f in Schedule._meta.fields]
+        # The column keeps the last claimed occurrence after it ended: shown only while it runs.
+        fields = self.arguments_shown(
+            [n if n != "running_occurrence" else "running" for n in names]
+        )
         # The last start and completion, read from the occurrences, beside the planner's
         # recovery point.
         after = fields.index("last_scheduled_at") + 1
         return [*fields[:after], "last_started", "last_completed", *fields[after:], "rule_in_words"]
+
+    @admin.display(description="running occurrence")
+    def running(self, obj: Schedule) -> str:
+        """The occurrence the overlap guard holds (``running_occurrence``), while it runs."""
+        held = obj.running_occurrence
+        if held and Occurrence.objects.filter(pk=held, state=OccurrenceState.PROCESSING).exists():
+            return str(held)
+        return "-"
 
     @admin.display(description="last started at")
     def last_started(self, obj: Any) -> str:

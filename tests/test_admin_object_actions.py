@@ -414,3 +414,19 @@ def test_the_schedule_page_shows_its_policy_durations_in_words(root_client) -> N
         assert cell.split("</div>", 1)[0] == shown, field
     assert "0:05:00" not in page
     assert "0:15:00" not in page
+
+
+def test_the_schedule_page_shows_a_running_occurrence_only_while_it_runs(root_client) -> None:
+    schedule = ScheduleFactory(overlap="queue")
+    plan(schedule, T0, now=T0)
+    (lease,) = claim("w", T0)
+
+    def shown() -> str:
+        page = root_client.get(f"/admin/django_jobs/schedule/{schedule.pk}/change/")
+        cell = page.content.decode().split('field-running"', 1)[1]
+        return cell.split('<div class="readonly">', 1)[1].split("</div>", 1)[0]
+
+    assert shown() == str(lease.occurrence_id)
+    store.complete([lease], now=T0 + timedelta(seconds=1))
+    assert Schedule.objects.get(pk=schedule.pk).running_occurrence == lease.occurrence_id
+    assert shown() == "-"  # the column keeps it; the page says nothing runs
