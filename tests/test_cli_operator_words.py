@@ -137,6 +137,22 @@ def test_jobs_list_shows_outcome_streak_dead_letters_state_and_next_run_in_words
     assert cells["acme/broken"][-1] == "-"  # nor a parked one
 
 
+def test_jobs_list_shows_no_next_run_for_a_draft(ops) -> None:
+    """No replica runs a draft, whatever its timing says: NEXT RUN is ``-``, ``next_run``
+    null; the active schedule beside it has one."""
+    schedule("idea", status="draft", decider="ops-lead", decide_by=T0.date())
+    schedule("live")
+    cells = {line.split()[0]: line.split() for line in jobs("list", "--actor", "ops").splitlines()}
+    assert cells["acme/idea"][2] == "draft"
+    assert cells["acme/idea"][-1] == "-"
+    assert cells["acme/live"][-3:] == ["2026-03-01", "12:02:00", "UTC"]
+    rows = {row["key"]: row for row in listed()["schedules"]}
+    assert (rows["idea"]["next_run"], rows["live"]["next_run"]) == (
+        None,
+        "2026-03-01T12:02:00+00:00",
+    )
+
+
 def test_jobs_list_json_has_the_same_fields_as_numbers_and_iso_instants(fleet) -> None:
     data = listed()
     assert (data["more"], data["cap"], data["retired_not_listed"]) == (False, 200, 0)
@@ -311,7 +327,10 @@ def test_inspect_of_a_schedule_with_dead_letters_ends_with_list_dead_and_replay(
     text = said("inspect", "poison", "--tenant", "acme", "--actor", "ops")
     tail = text[text.index("next steps:") :]
     assert "It has 1 dead letter(s)" in tail
-    assert "runs as attempt 2 at the next claim" in tail
+    # The replay's step says what services.consequences says of it (tests/test_consequences.py
+    # holds its words): attempt N+1 and the fresh budget.
+    assert " ".join(services.consequences.replay(dead, fleet["poison"]).split()) in tail
+    assert "runs as attempt 2" in tail
     assert "The retry budget starts afresh: up to 3 attempts (2 to 4)" in tail
     assert text.endswith('jobs disable poison --tenant acme --reason "..." --actor ops')
 
@@ -381,6 +400,132 @@ def test_inspect_without_actor_names_no_actor_in_its_commands(fleet, settings) -
     ]
 
 
+def test_inspect_of_a_policy_record_offers_no_run_now(ops) -> None:
+    """A job's ``@<job>`` record plans nothing, and a run-now of it would run its empty
+    arguments: disable, not run-now."""
+    enqueued = {"timing_kind": "enqueued", "origin": "enqueue", "interval": None, "anchor": None}
+    schedule("@billing.send", **enqueued)
+    assert steps("@billing.send") == [
+        'python manage.py jobs disable @billing.send --tenant acme --reason "..." --actor ops'
+    ]
+    assert "Run it once more" not in said(
+        "inspect", "@billing.send", "--tenant", "acme", "--actor", "ops"
+    )
+
+
+def test_inspect_of_a_timing_that_cannot_be_evaluated_names_it_and_offers_no_run_now(
+    ops,
+) -> None:
+    """Stored but not parked yet (the planner parks it at its next pass): a declared one is
+    fixed in its declaration and synced; a run-time one where it was written."""
+    bad = {"timing_kind": "cron", "cron": "99 99 * * *", "interval": None}
+    schedule("declared-cron", origin="code", **bad)
+    schedule("runtime-cron", **bad)
+    assert steps("declared-cron") == [
+        "python manage.py jobs sync",
+        'python manage.py jobs disable declared-cron --tenant acme --reason "..." --actor ops',
+    ]
+    text = said("inspect", "declared-cron", "--tenant", "acme", "--actor", "ops")
+    tail = text[text.index("next steps:") :]
+    assert tail.startswith("next steps: - Its timing cannot be evaluated: ")
+    assert (
+        "No replica can plan it, and the planner parks it at its next pass. Fix the timing in "
+        "its declaration, then sync. python manage.py jobs sync"
+    ) in tail
+    assert steps("runtime-cron") == [
+        'python manage.py jobs disable runtime-cron --tenant acme --reason "..." --actor ops'
+    ]
+    text = said("inspect", "runtime-cron", "--tenant", "acme", "--actor", "ops")
+    assert (
+        "Fix the timing of this run-time schedule (services.upsert_schedule, or its admin page)."
+        in text
+    )
+    assert "run-now" not in text
+
+
+def operator_of_acme(name: str, *actions: str) -> User:
+    """A user whose group is granted ``view`` and ``actions`` on tenant acme."""
+    user = User.objects.create_user(name)
+    group = Group.objects.create(name=name)
+    grant_tenant(group, "acme", "view", *actions)
+    user.groups.add(group)
+    return user
+
+
+def steps_as(user: str, key: str, *args: str) -> tuple[list[str], str]:
+    """The next steps' commands (``--json``) and their text, as ``user`` reads them."""
+    base = ("inspect", key, "--tenant", "acme", "--actor", user, *args)
+    data = json.loads(jobs(*base, "--json"))
+    text = said(*base)
+    return data["next_steps"], text[text.index("next steps:") :]
+
+
+def test_inspect_shows_a_viewer_only_the_steps_they_may_take_and_whom_to_ask(fleet) -> None:
+    operator_of_acme("viewer")
+    dead = Occurrence.objects.get(schedule=fleet["poison"])
+    commands, tail = steps_as("viewer", "poison")
+    assert commands == [
+        "python manage.py jobs list --tenant acme --dead --actor viewer",
+        f"python manage.py jobs inspect poison --tenant acme --occurrence {dead.pk} --actor viewer",
+    ]
+    assert tail.endswith(
+        "(you may not replay or disable it: ask someone with replay_schedule / "
+        "disable_schedule on it)"
+    )
+    assert tail.count("you may not") == 1
+    assert steps_as("viewer", "healthy") == (
+        [],
+        "next steps: - (you may not run-now or disable it: ask someone with run_schedule / "
+        "disable_schedule on it)",
+    )
+    assert steps_as("viewer", "paused") == (
+        [],
+        "next steps: - (you may not enable it: ask someone with disable_schedule on it)",
+    )
+
+
+def test_inspect_shows_an_operator_the_steps_their_grants_allow(fleet) -> None:
+    operator_of_acme("replayer", "replay")
+    dead = Occurrence.objects.get(schedule=fleet["poison"])
+    commands, tail = steps_as("replayer", "poison")
+    assert commands[-1] == f'python manage.py jobs replay {dead.pk} --reason "..." --actor replayer'
+    assert tail.endswith("(you may not disable it: ask someone with disable_schedule on it)")
+    operator_of_acme("runner", "run", "disable")
+    commands, tail = steps_as("runner", "healthy")
+    assert [c.split()[3] for c in commands] == ["run-now", "disable"]
+    assert "you may not" not in tail
+
+
+def test_inspect_of_an_occurrence_shows_a_viewer_no_cancel_or_replay(fleet) -> None:
+    operator_of_acme("viewer")
+    failed = Occurrence.objects.get(schedule=fleet["flaky"])
+    commands, tail = steps_as("viewer", "flaky", "--occurrence", str(failed.pk))
+    assert commands == ["python manage.py jobs inspect flaky --tenant acme --actor viewer"]
+    assert tail.endswith(
+        "(you may not cancel or replay it: ask someone with disable_schedule / "
+        "replay_schedule on it)"
+    )
+
+
+def test_inspect_offers_purge_only_to_a_user_who_may_purge(ops) -> None:
+    row = schedule("kept")
+    Limit.objects.create(schedule=row, keep_last=1)
+    ended(row, T0, outcome="completed")
+    ended(row, T0 + timedelta(minutes=1), outcome="completed")
+    operator_of_acme("keeper", "purge")
+    assert (
+        "python manage.py jobs purge kept --tenant acme --actor keeper"
+        in (steps_as("keeper", "kept")[0])
+    )
+    operator_of_acme("viewer")
+    commands, tail = steps_as("viewer", "kept")
+    assert not any(" purge " in c for c in commands)
+    assert tail.endswith(
+        "(you may not purge, run-now or disable it: ask someone with purge_schedule / "
+        "run_schedule / disable_schedule on it)"
+    )
+
+
 # --- jobs inspect --occurrence --------------------------------------------------------------
 
 
@@ -434,14 +579,14 @@ def test_replay_names_the_attempt_it_runs_and_its_fresh_retry_budget(ops) -> Non
             store.dead_letter(lease, now=at, error=BOOM)
     dead = Occurrence.objects.get(schedule=row)
     assert (dead.state, dead.attempts) == ("dead", 3)
+    before = services.consequences.replay(dead, row)  # of the occurrence before the replay
     text = said("replay", str(dead.pk), "--actor", "ops", "--reason", "fixed")
-    assert text == (
+    assert text == f"replayed {dead.pk} (scheduled at 2026-03-01 12:00:00 UTC): {before}"
+    assert text.startswith(
         f"replayed {dead.pk} (scheduled at 2026-03-01 12:00:00 UTC): Occurrence {dead.pk} "
-        "(dead after 3 attempts) becomes due now and runs as attempt 4 at the next claim, "
-        "trigger manual, under the same identity (its command's idempotency key). The retry "
-        "budget starts afresh: up to 3 attempts (4 to 6), 30 seconds backoff doubling to at "
-        "most 10 minutes, then dead letter."
+        "(dead after 3 attempts) becomes due now and runs as attempt 4"
     )
+    assert "The retry budget starts afresh: up to 3 attempts (4 to 6)" in text
 
 
 def test_replay_json_keeps_its_fields_and_adds_the_retry_budget(ops) -> None:
@@ -519,7 +664,7 @@ def test_cancel_of_a_finished_occurrence_is_refused_naming_replay(ops) -> None:
 
 
 def test_disable_enable_and_run_now_answer_with_what_they_do(ops) -> None:
-    schedule("nightly")
+    row = schedule("nightly")
     base = ["nightly", "--tenant", "acme", "--actor", "ops", "--reason"]
     assert jobs("disable", *base, "x").strip() == (
         "disabled acme/nightly: No replica claims acme/nightly's occurrences from its next "
@@ -535,14 +680,16 @@ def test_disable_enable_and_run_now_answer_with_what_they_do(ops) -> None:
             "pass; what it missed while disabled follows its misfire policy: skip"
         )
     )
+    row.refresh_from_db()
+    what = services.consequences.run_now(row)  # tests/test_consequences.py holds its words
     answer = jobs("run-now", *base, "z").strip()
     planned = Occurrence.objects.get(schedule__key="nightly", trigger="manual")
-    assert answer == (
-        f"planned {planned.pk} at 2026-03-01 12:01:26 UTC: An extra occurrence of acme/nightly "
-        "at the current instant (its own identity, trigger manual) is claimed at the next "
-        "pass; the planned runs are unchanged. Its retry budget: up to 3 attempts (1 to 3), "
-        "30 seconds backoff doubling to at most 10 minutes, then dead letter."
+    assert answer == f"planned {planned.pk} at 2026-03-01 12:01:26 UTC: {what}"
+    assert what.startswith(
+        "An extra occurrence of acme/nightly at the current instant (its own identity, trigger "
+        "manual)"
     )
+    assert "the planned runs are unchanged. Its retry budget: up to 3 attempts (1 to 3)" in what
 
 
 def test_jobs_help_names_cancel() -> None:

@@ -129,14 +129,19 @@ def inspect(run: Invocation) -> None:
     summary = services.schedule_summary(schedule, actor=actor, now=now)
     standing = services.schedule_standing(schedule, actor=actor, now=now)
     steps = next_steps.for_schedule(
-        standing, report.schedule, report.recent, actor=run.options["actor"]
+        standing,
+        report.schedule,
+        report.recent,
+        actor=run.options["actor"],
+        user=actor,
+        problem=summary.problem,
     )
     data = {
         **_schedule_fields(report.schedule),
         **_in_words(summary),
         **_outcomes(standing),
         **_history(report),
-        "next_steps": [step.command for step in steps],
+        "next_steps": next_steps.commands(steps),
     }
     run.emit(data, "\n".join(_schedule_text(data, report, summary) + next_steps.text(steps)))
 
@@ -322,7 +327,7 @@ def _inspect_occurrence(
 ) -> None:
     """The occurrence, its attempts (each with how long it ran) and its next steps."""
     attempts = services.inspect_occurrence(occurrence, actor=actor)
-    steps = next_steps.for_occurrence(occurrence, schedule, actor=run.options["actor"])
+    steps = next_steps.for_occurrence(occurrence, schedule, actor=run.options["actor"], user=actor)
     data: dict[str, Any] = {
         "id": str(occurrence.pk),
         "schedule": str(schedule),
@@ -353,7 +358,7 @@ def _inspect_occurrence(
             }
             for a in attempts
         ],
-        "next_steps": [step.command for step in steps],
+        "next_steps": next_steps.commands(steps),
     }
     error = occurrence.last_error_type
     text = [

@@ -38,8 +38,8 @@ class ListedSchedule:
     """One schedule's line: its newest ended outcome (completed, failed, dead or cancelled;
     None before the first), its failing streak (ended occurrences since the newest completed
     one, among its newest ``STREAK_DEPTH``), its dead letters (counted up to ``COUNT_CAP``),
-    its next run (None while disabled or parked, or when nothing is planned within a year)
-    and its last completion."""
+    its next run (None unless it is active, enabled and not parked: no replica runs a draft;
+    and None when nothing is planned within a year) and its last completion."""
 
     schedule: Schedule
     last_outcome: str | None
@@ -151,11 +151,17 @@ def _lines(rows: list[Any], *, now: datetime) -> list[ListedSchedule]:
             last_outcome=row.last_outcome,
             failing_streak=int(row.streak),
             dead_letters=int(row.dead),
-            next_run=_next_run(schedule, now) if schedule.enabled else None,
+            next_run=_next_run(schedule, now) if _runs(schedule) else None,
             last_completed_at=schedule.last_completed_at,
         )
         for row in rows
     ]
+
+
+def _runs(schedule: Schedule) -> bool:
+    """Whether a replica plans and runs ``schedule``: active and enabled (``_next_run`` leaves
+    out a parked one). A draft or retired schedule has no next run, whatever its timing."""
+    return schedule.status == ScheduleStatus.ACTIVE and schedule.enabled
 
 
 def schedule_standing(schedule: Schedule, *, actor: Any, now: datetime) -> Standing:
