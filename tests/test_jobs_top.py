@@ -291,6 +291,64 @@ def test_a_retried_occurrence_is_listed_once_at_its_last_failure(fleet, ops) -> 
     )
 
 
+# A Django Tasks failure: its message is the traceback (``SafeError.with_traceback``).
+
+
+def _traceback_of(message: str, *, causes: int = 0) -> SafeError:
+    """A real traceback, as the Tasks handler stores it: ``ValueError(message)`` raised in a
+    function, from a chain of ``causes`` earlier ones."""
+
+    def report(cause: BaseException | None, said: str) -> None:
+        raise ValueError(said) from cause
+
+    error: BaseException | None = None
+    for n in range(causes + 1):
+        try:
+            report(error, message if n == causes else f"cause {n}")
+        except ValueError as exc:
+            error = exc
+    assert error is not None
+    return SafeError.with_traceback(error)
+
+
+def _dead_with(error: SafeError, key: str) -> UUID:
+    """An occurrence of a new initech schedule gone dead a minute before NOW with ``error``."""
+    row = ScheduleFactory.create(tenant="initech", key=key)
+    lease = _claimed(row, NOW - 5 * MINUTE, owner="r-acme", now=NOW - 5 * MINUTE)
+    store.dead_letter(lease, now=NOW - MINUTE, error=error)
+    return lease.occurrence_id
+
+
+def test_a_traceback_shows_its_exception_line_not_its_first(ops) -> None:
+    error = _traceback_of("no rows for 2026-03")
+    assert error.message.startswith("Traceback (most recent call last):\n")
+    dead = _dead_with(error, "tasks.report")
+    (line,) = view("--actor", "ops")["failures"]["shown"]
+    assert (line["occurrence"], line["error_type"], line["error"]) == (
+        str(dead),
+        "ValueError",
+        "no rows for 2026-03",
+    )
+    row = next(r for r in jobs_top("--once", "--actor", "ops").splitlines() if str(dead) in r)
+    assert row.split()[-7:] == ["dead", "1", "ValueError:", "no", "rows", "for", "2026-03"]
+    assert row.endswith("  ValueError: no rows for 2026-03")
+
+
+def test_a_long_traceback_cut_at_its_start_shows_its_exception_line_cut_at_120(ops) -> None:
+    error = _traceback_of("too deep: " + "y" * 300, causes=60)
+    assert error.message.startswith("[truncated]…")  # only the traceback's end was kept
+    _dead_with(error, "tasks.deep")
+    (line,) = view("--actor", "ops")["failures"]["shown"]
+    assert line["error"] == "too deep: " + "y" * 109 + "…"
+    assert len(line["error"]) == 120
+
+
+def test_a_message_that_is_no_traceback_shows_its_first_line(ops) -> None:
+    _dead_with(SafeError("RuntimeError", "card declined\nTraceback: not one"), "billing.card")
+    (line,) = view("--actor", "ops")["failures"]["shown"]
+    assert line["error"] == "card declined"
+
+
 # What the view reads: bounded index ranges, in any binding mode.
 
 
@@ -512,6 +570,38 @@ def test_the_watch_redraws_at_each_interval_separated_by_a_blank_line(fleet, ops
 class Terminal(StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def test_a_model_wide_permission_taken_away_applies_from_the_next_view(fleet) -> None:
+    """The actor is read again for each view: Django caches a user's permissions on the user
+    object, so without that the second view would still show what the first did."""
+    dana = User.objects.create_user("dana")
+    operators = Group.objects.create(name="operators")
+    model_wide = Permission.objects.filter(
+        content_type__app_label="django_jobs", codename__in=["view_schedule", "view_replica"]
+    )
+    operators.permissions.add(*model_wide)
+    dana.groups.add(operators)
+    out = StringIO()
+    clock = FakeClock(NOW)
+
+    def pause(seconds: float) -> None:
+        operators.permissions.remove(*model_wide)  # taken away between the two views
+        clock.advance(timedelta(seconds=seconds))
+
+    with use_clock(clock):
+        top.top(invocation("--actor", "dana", out=out), frames=2, pause=pause)
+    first, second = out.getvalue().split("\n\n")
+    assert first.splitlines()[0].endswith("as dana: every schedule, every queue")
+    assert str(fleet.acme_running) in first
+    assert "Replicas: 2" in first
+    assert second.splitlines()[0].endswith("as dana: 0 schedules, every queue")
+    assert second.splitlines()[1:4] == [
+        "Due backlog: none",
+        "Running: 0",
+        "Failed or dead in the last 15 min: 0",
+    ]
+    assert "Replicas" not in second
 
 
 def test_on_a_terminal_each_view_clears_the_screen(fleet, ops) -> None:

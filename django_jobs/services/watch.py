@@ -32,8 +32,11 @@ REPLICAS_SHOWN = 20
 # How many of the newest attempts the failures are looked for in (store.recent_failures):
 # no index holds an occurrence's failure instant, and the newest attempts are a cheap read.
 ATTEMPTS_READ = 10_000
-# A failure's message, as shown: its first line, cut here.
+# A failure's message, as shown: its first line (a traceback's exception line), cut here.
 ERROR_CHARS = 120
+# How a stored traceback begins (a Django Tasks failure keeps one: ``TaskError.traceback``):
+# whole, or its end only (``SafeError.with_traceback`` keeps the last characters of a long one).
+TRACEBACK_STARTS = ("Traceback (most recent call last):", "[truncated]…")
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class FailureLine:
     queue: str
     failed_at: datetime
     error_type: str
-    error: str  # the first line of the message, at most ERROR_CHARS
+    error: str  # the message's line that says what failed (``_said``), at most ERROR_CHARS
 
 
 @dataclass(frozen=True)
@@ -211,8 +214,7 @@ def _running(row: Any, now: datetime) -> RunningLine:
 
 
 def _failure(row: Any) -> FailureLine:
-    lines = (row.error_message or "").strip().splitlines()
-    first = lines[0] if lines else ""
+    said = _said(row.error_message or "", row.error_type or "")
     return FailureLine(
         occurrence_id=row.id,
         schedule=_name(row.tenant, row.key),
@@ -221,8 +223,23 @@ def _failure(row: Any) -> FailureLine:
         queue=row.queue,
         failed_at=row.failed_at,
         error_type=row.error_type or "",
-        error=first if len(first) <= ERROR_CHARS else f"{first[: ERROR_CHARS - 1]}…",
+        error=said if len(said) <= ERROR_CHARS else f"{said[: ERROR_CHARS - 1]}…",
     )
+
+
+def _said(message: str, error_type: str) -> str:
+    """The line of a failure's ``message`` that says what failed: its first line; of a
+    traceback its last (non-blank) line, the exception itself (``ValueError: bad``), without
+    the type the error column names already."""
+    lines = [line for line in message.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if not message.lstrip().startswith(TRACEBACK_STARTS):
+        return lines[0]
+    last = lines[-1].strip()
+    if last == error_type:  # an exception without a message
+        return ""
+    return last.removeprefix(f"{error_type}: ") if error_type else last
 
 
 def _seconds(value: timedelta | None) -> float | None:
