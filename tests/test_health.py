@@ -101,3 +101,41 @@ def test_heartbeat_ages_are_measured_on_the_injected_clock(capsys) -> None:
     assert capsys.readouterr().out.strip().endswith(healthy)
     with use_clock(FakeClock(t0 + timedelta(seconds=11))), pytest.raises(CommandError):
         call_command("jobs", "health", "--max-age", "10")
+
+
+def test_the_text_says_instants_to_the_second_and_durations_in_words(capsys) -> None:
+    """``heartbeat 2026-12-07 06:16:09 UTC (236 ms ago, ok)``, never an ISO instant with
+    microseconds or ``lag 120.236s``; ``--json`` keeps ISO 8601 and seconds."""
+    t0 = datetime(2026, 12, 7, 6, 16, 9, 123456, tzinfo=UTC)
+    store.heartbeat(
+        "r1",
+        host=socket.gethostname(),
+        pid=1234,
+        started_at=t0 - timedelta(hours=1),
+        now=t0,
+        state="running",
+        concurrency=2,
+        running=1,
+    )
+    store.record_retention(
+        replica="r1",
+        started_at=t0 - timedelta(minutes=2),
+        finished_at=t0 - timedelta(seconds=90),
+        deleted=120,
+        retired=0,
+        removed=0,
+        seconds=2.0,
+        caught_up=False,  # never caught up: behind since this pass started
+    )
+    with use_clock(FakeClock(t0 + timedelta(milliseconds=236))):
+        call_command("jobs", "health")
+        lines = capsys.readouterr().out.splitlines()
+        call_command("jobs", "health", "--json")
+        report = json.loads(capsys.readouterr().out.split("\nhealthy")[0])
+    assert lines[0] == "r1: running, heartbeat 2026-12-07 06:16:09 UTC (236 ms ago, ok)"
+    assert lines[1] == (
+        "retention: last pass 2026-12-07 06:14:39 UTC (1 min 30 s ago) by r1, deleted 120 "
+        "(60.0/s), lag 2 min"
+    )
+    assert report["replicas"][0]["heartbeat_at"] == "2026-12-07T06:16:09.123456+00:00"
+    assert report["retention"]["lag_seconds"] == 120.236

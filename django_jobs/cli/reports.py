@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from .. import clock, conventions, services
+from .. import clock, conventions, services, words
 from ..conf import get_settings
 from ..declarations import declared
 from ..registry import registry
@@ -105,10 +105,13 @@ def health(run: Invocation) -> None:
 
 
 def _print_health(run: Invocation, report: services.HealthReport) -> None:
+    """The report as text: instants to the second in UTC and durations in words
+    (``django_jobs.words``); ``--json`` keeps ISO 8601 and seconds."""
     for replica in report.replicas:
+        age = words.duration(report.now - replica.heartbeat_at)
         run.stdout.write(
-            f"{replica.id}: {replica.state}, heartbeat {replica.heartbeat_at.isoformat()}"
-            f" ({'stale' if replica.id in report.stale else 'ok'})"
+            f"{replica.id}: {replica.state}, heartbeat {words.instant(replica.heartbeat_at)}"
+            f" ({age} ago, {'stale' if replica.id in report.stale else 'ok'})"
         )
         if replica.threads:
             threads = ", ".join(
@@ -116,11 +119,12 @@ def _print_health(run: Invocation, report: services.HealthReport) -> None:
             )
             run.stdout.write(f"  threads: {threads}")
     retention = report.retention_dict()
-    if retention is not None:
+    if report.retention is not None and retention is not None:
         run.stdout.write(
-            f"retention: last pass {retention['last_pass_at']} by "
+            f"retention: last pass {words.instant(report.retention.finished_at)} "
+            f"({words.duration(retention['seconds_since_last_pass'])} ago) by "
             f"{retention['replica']}, deleted {retention['deleted']} "
-            f"({retention['rows_per_second']}/s), lag {retention['lag_seconds']}s"
+            f"({retention['rows_per_second']}/s), lag {words.duration(retention['lag_seconds'])}"
         )
     for parked in report.parked:
         run.stdout.write(f"parked: {parked['schedule']} ({parked['field']}): {parked['reason']}")
