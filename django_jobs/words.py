@@ -39,12 +39,15 @@ def duration(value: timedelta | float | None, empty: str = EMPTY) -> str:
     return f"{sign}{whole} s"
 
 
-def instant(moment: datetime | None, empty: str = EMPTY) -> str:
-    """``moment`` as ``YYYY-MM-DD HH:MM:SS UTC`` (to the second), ``empty`` for None. A naive
-    value is taken as UTC (what a UTC database holds). Never converted to another zone, so
-    every instant from 0001-01-01 to 9999-12-31 UTC can be shown."""
+def instant(moment: datetime | None, empty: str = EMPTY, *, exact: bool = False) -> str:
+    """``moment`` as ``YYYY-MM-DD HH:MM:SS UTC`` (to the second), ``empty`` for None; with
+    ``exact``, its microseconds too when it has any (``06:30:34.341454 UTC``: what tells two
+    enqueued occurrences of one second apart). A naive value is taken as UTC (what a UTC
+    database holds). Never converted to another zone, so every instant from 0001-01-01 to
+    9999-12-31 UTC can be shown."""
     if moment is None:
         return empty
     in_utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    timespec = "microseconds" if exact and in_utc.microsecond else "seconds"
     # isoformat, not strftime: strftime's %Y drops the leading zeros of a year before 1000.
-    return f"{in_utc.replace(tzinfo=None).isoformat(sep=' ', timespec='seconds')} UTC"
+    return f"{in_utc.replace(tzinfo=None).isoformat(sep=' ', timespec=timespec)} UTC"

@@ -430,3 +430,10 @@ def test_the_schedule_page_shows_a_running_occurrence_only_while_it_runs(root_cl
     store.complete([lease], now=T0 + timedelta(seconds=1))
     assert Schedule.objects.get(pk=schedule.pk).running_occurrence == lease.occurrence_id
     assert shown() == "-"  # the column keeps it; the page says nothing runs
+
+
+def test_an_occurrences_name_reads_its_instant_in_words(root_client, acme) -> None:
+    occurrence = dead_occurrence(acme)
+    page = page_of(root_client, "occurrence", occurrence)
+    assert "acme/billing.nightly at 2026-03-01 12:00:00 UTC" in page  # heading and breadcrumb
+    assert "+00:00" not in page.split("<h1>", 1)[1].split("</h2>", 1)[0]

@@ -42,3 +42,9 @@ def test_an_instant_reads_to_the_second_in_utc_whatever_its_zone():
     )
     assert words.instant(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01 00:00:00 UTC"
     assert words.instant(None) == "-"
+
+
+def test_an_exact_instant_keeps_its_microseconds_only_when_it_has_some():
+    moment = datetime(2026, 12, 7, 6, 30, 34, 341454, tzinfo=UTC)
+    assert words.instant(moment, exact=True) == "2026-12-07 06:30:34.341454 UTC"
+    assert words.instant(moment.replace(microsecond=0), exact=True) == "2026-12-07 06:30:34 UTC"

@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import F, Func, JSONField, Q, Value
 from django.db.models.functions import Cast
 
+from .. import words
 from .schedules import Schedule
 
 
@@ -238,7 +239,8 @@ class Occurrence(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.schedule}@{self.scheduled_at.isoformat()}"
+        """``acme/billing.nightly at 2026-12-07 06:30:00 UTC`` (``words.instant``, exact)."""
+        return f"{self.schedule} at {words.instant(self.scheduled_at, exact=True)}"
 
 
 class AttemptOutcome(models.TextChoices):
