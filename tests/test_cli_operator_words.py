@@ -615,8 +615,17 @@ def test_replay_at_an_instant_names_its_attempt_and_budget(ops) -> None:
         "--actor", "ops", "--reason", "missed",
     )  # fmt: skip
     assert "(scheduled at 2026-03-01 12:01:00 UTC)" in text
-    assert "runs as attempt 1 at the next claim" in text
+    assert "runs as attempt 1, trigger manual" in text
     assert "The retry budget starts afresh: up to 3 attempts (1 to 3)" in text
+    assert "A replica claims it at its next pass." in text
+    Schedule.objects.filter(tenant="acme", key="every-minute").update(
+        enabled=False, disabled_reason="maintenance"
+    )
+    again = jobs(
+        "replay", "every-minute", "--tenant", "acme", "--at", "2026-03-01T12:00:00Z",
+        "--actor", "ops", "--reason", "missed",
+    )  # fmt: skip
+    assert "It waits meanwhile: acme/every-minute is disabled" in again
 
 
 def test_cancel_cancels_a_waiting_occurrence_audited_with_the_reason(ops) -> None:

@@ -118,3 +118,16 @@ def test_the_dashboard_says_each_instant_to_the_second_in_utc(root_client) -> No
     axis = re.findall(r'<text x="(?:40|960)"[^>]*>(.*?)</text>', chart)
     assert axis == ["2026-02-28 12:00:07 UTC", "2026-03-01 12:00:07 UTC"]
     assert all(re.fullmatch(INSTANT, a) for a in axis)
+
+
+def test_a_schedule_no_replica_runs_has_no_next_run(root_client) -> None:
+    """A disabled, draft or retired schedule shows ``-``: no replica runs it, whatever its
+    timing says."""
+    for key, fields in (
+        ("off", {"enabled": False, "disabled_reason": "maintenance"}),
+        ("draft", {"status": "draft", "decider": "ops", "decide_by": NOW.date()}),
+    ):
+        ScheduleFactory.create(tenant="acme", key=key, interval=timedelta(seconds=30), **fields)
+    page = dashboard(root_client)
+    assert cells(page, "acme/off")[6] == "-"
+    assert cells(page, "acme/draft")[6] == "-"

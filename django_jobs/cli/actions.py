@@ -22,12 +22,7 @@ def replay(run: Invocation) -> None:
         occurrence = services.replay_at(
             schedule, at=options["at"], actor=actor, reason=options["reason"], now=services.now()
         )
-        following = occurrence.attempts + 1
-        budget = services.consequences.retry_budget(schedule, following)
-        what = (
-            f"Occurrence {occurrence.pk} becomes due now and runs as attempt {following} at "
-            f"the next claim, trigger manual. The retry budget starts afresh: {budget}."
-        )
+        what = services.consequences.replayed_at(occurrence, schedule)
     else:
         found = services.find_occurrence(options["occurrence"], actor=actor)
         schedule = found.schedule

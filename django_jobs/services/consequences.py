@@ -98,16 +98,32 @@ def replay(occurrence: Occurrence, schedule: Schedule) -> str:
             f" The retired one-off {schedule} is made active again for it, and retires again "
             "once the replay is final."
         )
+    return f"{said} {_waits(schedule, occurrence)}"
+
+
+def replayed_at(occurrence: Occurrence, schedule: Schedule) -> str:
+    """What ``services.replay_at`` did: ``occurrence`` (as it now is, due again or created)
+    runs its next attempt with a fresh budget, and what that run waits for."""
+    following = occurrence.attempts + 1
+    return (
+        f"Occurrence {occurrence.pk} is due now and runs as attempt {following}, trigger "
+        "manual, under the identity its instant always had. The retry budget starts afresh: "
+        f"{retry_budget(schedule, following)}. {_waits(schedule, occurrence)}"
+    )
+
+
+def _waits(schedule: Schedule, occurrence: Occurrence) -> str:
+    """What a replayed occurrence waits for before a replica claims it."""
     held = _held(schedule)
     if held:
-        return f"{said} It waits meanwhile: {held}."
+        return f"It waits meanwhile: {held}."
     running = _running_other(schedule, occurrence)
     if running is not None:
         return (
-            f"{said} It waits until occurrence {running} ends: {schedule} runs one occurrence "
-            f"at a time (overlap {schedule.overlap})."
+            f"It waits until occurrence {running} ends: {schedule} runs one occurrence at a "
+            f"time (overlap {schedule.overlap})."
         )
-    return f"{said} A replica claims it at its next pass."
+    return "A replica claims it at its next pass."
 
 
 def _running_other(schedule: Schedule, occurrence: Occurrence) -> Any:

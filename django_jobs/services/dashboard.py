@@ -116,10 +116,12 @@ def _seconds(value: float | None) -> timedelta | None:
     return None if value is None else timedelta(seconds=float(value))
 
 
-def _next_run(schedule: Schedule, now: datetime) -> datetime | None:
-    """The next instant the timing plans after ``now``, within a year; None for a record the
-    planner parks (or an enqueued job's policy record, which plans nothing)."""
-    if schedule.timing_kind == "enqueued" or schedule.parked_field:
+def next_run(schedule: Schedule, now: datetime) -> datetime | None:
+    """The next instant the timing plans after ``now``, within a year; None for a record no
+    replica runs (draft, retired, disabled), one the planner parks, or an enqueued job's
+    policy record (which plans nothing)."""
+    runs = schedule.status == ScheduleStatus.ACTIVE and schedule.enabled
+    if not runs or schedule.timing_kind == "enqueued" or schedule.parked_field:
         return None
     try:
         timing = timings.from_record(schedule)
@@ -181,7 +183,7 @@ def dashboard(
             skipped=row.skipped,
             late_p50=_seconds(row.late_p50),
             late_p99=_seconds(row.late_p99),
-            next_run=_next_run(schedules[row.schedule_id], now),
+            next_run=next_run(schedules[row.schedule_id], now),
             dead=row.dead,
         )
         for row in rows

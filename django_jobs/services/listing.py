@@ -20,7 +20,7 @@ from typing import Any
 from .. import permissions, store
 from ..clock import ensure_aware_utc
 from ..models import TERMINAL_STATES, Limit, Occurrence, OccurrenceState, Schedule, ScheduleStatus
-from .dashboard import COUNT_CAP, STREAK_DEPTH, _next_run
+from .dashboard import COUNT_CAP, STREAK_DEPTH, next_run
 from .inspection import visible_schedules, with_recovery_points
 from .rows import schedule_row
 
@@ -151,17 +151,11 @@ def _lines(rows: list[Any], *, now: datetime) -> list[ListedSchedule]:
             last_outcome=row.last_outcome,
             failing_streak=int(row.streak),
             dead_letters=int(row.dead),
-            next_run=_next_run(schedule, now) if _runs(schedule) else None,
+            next_run=next_run(schedule, now),
             last_completed_at=schedule.last_completed_at,
         )
         for row in rows
     ]
-
-
-def _runs(schedule: Schedule) -> bool:
-    """Whether a replica plans and runs ``schedule``: active and enabled (``_next_run`` leaves
-    out a parked one). A draft or retired schedule has no next run, whatever its timing."""
-    return schedule.status == ScheduleStatus.ACTIVE and schedule.enabled
 
 
 def schedule_standing(schedule: Schedule, *, actor: Any, now: datetime) -> Standing:
