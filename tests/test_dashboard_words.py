@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from django_jobs import store
 from django_jobs.models import Replica, Schedule
+from django_jobs.safe_error import SafeError
 from django_jobs.testing import FakeClock, use_clock
 
 from .factories import T0, ScheduleFactory
@@ -131,3 +132,20 @@ def test_a_schedule_no_replica_runs_has_no_next_run(root_client) -> None:
     page = dashboard(root_client)
     assert cells(page, "acme/off")[6] == "-"
     assert cells(page, "acme/draft")[6] == "-"
+
+
+def test_start_lateness_is_the_first_starts_not_a_retrys_or_a_replays(root_client) -> None:
+    """The dashboard's start lateness is what the schedule page and the occurrence page call
+    lateness: from the scheduled instant to the first start. A run retried after its backoff,
+    or replayed by an operator an hour later, is not an hour late."""
+    schedule = ScheduleFactory.create(tenant="acme", key="a.retried", max_attempts=3)
+    finished(schedule, [timedelta(seconds=2)])  # on time: 2 s
+    at = NOW - timedelta(minutes=30)
+    plan(schedule, at, now=at)
+    (first,) = claim("w", at + timedelta(seconds=2))
+    store.mark_started([first], now=at + timedelta(seconds=2))
+    store.fail(first, now=at + timedelta(seconds=3), error=SafeError("E", "x"), retry_at=at)
+    (second,) = claim("w", at + timedelta(minutes=20))  # its retry, 20 min after the instant
+    store.mark_started([second], now=at + timedelta(minutes=20))
+    store.complete([second], now=at + timedelta(minutes=20, seconds=1))
+    assert cells(dashboard(root_client), "acme/a.retried")[5] == "2 s / 2 s"

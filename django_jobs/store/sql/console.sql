@@ -51,7 +51,7 @@ GROUP BY 1, 2
 -- name: lines
 -- One page of the schedules' lines, those that most need attention first: dead letters,
 -- then the longest failing streak, then the latest starts. Over the window: outcomes and
--- start lateness (seconds from the scheduled instant to the start); of the whole retained
+-- start lateness (seconds from the scheduled instant to the first start); of the whole retained
 -- history: the newest outcome, the failing streak (failed or dead, newest first, among the
 -- newest %(streak_depth)s ended ones) and the dead letters (counted up to %(cap)s).
 WITH win AS (
@@ -59,10 +59,14 @@ WITH win AS (
            count(*) FILTER (WHERE state = %(completed)s) AS completed,
            count(*) FILTER (WHERE state IN (%(failed)s, %(dead)s)) AS failing,
            count(*) FILTER (WHERE state = %(skipped)s) AS skipped,
+           -- Of occurrences started once, by their schedule: the row's start is then its
+           -- first attempt's (a retry's backoff or an operator's replay is not lateness).
            percentile_cont(0.5) WITHIN GROUP (
-               ORDER BY extract(epoch FROM started_at - scheduled_at)) AS late_p50,
+               ORDER BY extract(epoch FROM started_at - scheduled_at))
+               FILTER (WHERE attempts = 1 AND trigger <> %(trigger_manual)s) AS late_p50,
            percentile_cont(0.99) WITHIN GROUP (
-               ORDER BY extract(epoch FROM started_at - scheduled_at)) AS late_p99
+               ORDER BY extract(epoch FROM started_at - scheduled_at))
+               FILTER (WHERE attempts = 1 AND trigger <> %(trigger_manual)s) AS late_p99
     FROM {occurrence}
     WHERE scheduled_at >= %(since)s AND scheduled_at < %(now)s AND fencing_token >= 0 {visible}
     GROUP BY schedule_id
