@@ -260,6 +260,8 @@ def test_inspect_next_runs_of_a_utc_cron_are_iso_instants(ops) -> None:
     ]
     assert len(data["next_runs"]) == 10
     assert data["next_runs"][0]["utc_words"] == "Sun 2026-03-01 13:00:00 UTC"
+    text = jobs("inspect", "hourly", "--tenant", "acme", "--actor", "ops")
+    assert "  Sun 2026-03-01 13:00:00 UTC\n" in text  # a UTC schedule's run said once
 
 
 def test_inspect_next_runs_of_a_local_cron_are_in_its_zone_with_dst_marked(ops, clock) -> None:
@@ -326,7 +328,7 @@ def test_inspect_of_a_schedule_with_dead_letters_ends_with_list_dead_and_replay(
     ]
     text = said("inspect", "poison", "--tenant", "acme", "--actor", "ops")
     tail = text[text.index("next steps:") :]
-    assert "It has 1 dead letter(s)" in tail
+    assert "It has 1 dead letter:" in tail
     # The replay's step says what services.consequences says of it (tests/test_consequences.py
     # holds its words): attempt N+1 and the fresh budget.
     assert " ".join(services.consequences.replay(dead, fleet["poison"]).split()) in tail

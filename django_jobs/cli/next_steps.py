@@ -140,7 +140,8 @@ def _trouble(
         shown = f"{count}+" if standing.line and standing.line.dead_letters_capped else count
         return [
             Step(
-                f"It has {shown} dead letter(s): list every schedule with one.",
+                f"It has {shown} dead letter{'' if count == 1 else 's'}: list every schedule "
+                "with one.",
                 jobs("list", "--dead", key=False),
             ),
             Step(

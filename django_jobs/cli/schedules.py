@@ -202,8 +202,14 @@ def _lateness_words(lateness: timedelta | None) -> str:
 
 
 def _run_words(run: Any) -> str:
-    """``Sun 2027-03-14 09:00:00 EDT = Sun 2027-03-14 13:00:00 UTC  [DST starts: ...]``."""
-    return f"{run.local_words} = {run.utc_words}" + "".join(f"  [{m}]" for m in run.marks)
+    """``Sun 2027-03-14 09:00:00 EDT = Sun 2027-03-14 13:00:00 UTC  [DST starts: ...]``; a
+    UTC schedule's run once (``Mon 2026-03-02 09:00:00 UTC``)."""
+    shown = (
+        run.utc_words
+        if run.local_words == run.utc_words
+        else f"{run.local_words} = {run.utc_words}"
+    )
+    return shown + "".join(f"  [{m}]" for m in run.marks)
 
 
 def _schedule_fields(schedule: Schedule) -> dict[str, Any]:
