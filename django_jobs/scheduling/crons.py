@@ -42,6 +42,11 @@ _FIRST_WINDOW = timedelta(hours=1)
 _MAX_WINDOW = timedelta(days=31)
 _HORIZON = timedelta(days=366 * 30)
 _SAMPLE = timedelta(minutes=30)
+# How far from an offset change its skipped and repeated local times can run: a repeated
+# time's two instants lie within the change either side of it, a skipped time shifts to the
+# change itself. The largest change is a day (Pacific/Apia skipped 30 December 2011), and
+# counting lists a wall-clock margin past it (``WALL_MARGIN``).
+_REACH = timedelta(days=1) + WALL_MARGIN
 
 
 def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
@@ -140,7 +145,10 @@ class Cron:
         Stretches where the zone keeps one offset are counted as wall times
         (``cron.count``, a step per matching day); around each offset change, as far as its
         skipped and repeated local times reach, the instants are listed by ``between``, so
-        the skipped/repeated rules count exactly as they run.
+        the skipped/repeated rules count exactly as they run. That reach runs past the
+        window's edges: a window that starts in the second pass of a repeated hour, or at the
+        instant a skipped hour's times shift to, holds no offset change of its own, yet its
+        instants are not one per wall time.
         """
         self.validate()
         start, end = bounds(start, end)
@@ -148,13 +156,16 @@ class Cron:
             return 0
         tz = zone(self.zone)
         listed: list[tuple[datetime, datetime]] = []
-        for instant, change in _offset_transitions(tz, start, end):
+        for instant, change in _offset_transitions(tz, start - _REACH, end + _REACH):
             lo, hi = (
                 max(start, instant - change - WALL_MARGIN),
                 min(end, instant + change + WALL_MARGIN),
             )
+            if hi <= lo:  # its skipped and repeated times run outside the window
+                continue
             if listed and lo <= listed[-1][1]:
-                lo = listed.pop()[0]
+                merged_lo, merged_hi = listed.pop()
+                lo, hi = merged_lo, max(hi, merged_hi)
             listed.append((lo, hi))
         total, counted_to = 0, start
         for lo, hi in listed:

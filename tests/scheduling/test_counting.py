@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from croniter import croniter
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from django_jobs.scheduling import cron as cronlib
@@ -58,10 +58,86 @@ def listed(timing, start: datetime, end: datetime) -> int:
     ),
     span=st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=75)),
 )
+@example(  # found by Hypothesis: the second pass of Santiago's repeated hour (see below)
+    expr="*/7 * * * *",
+    zone="America/Santiago",
+    skipped="shift",
+    repeated="first",
+    start=datetime(2016, 5, 15, 3),  # noqa: DTZ001 (naive, as the strategy draws it)
+    span=timedelta(microseconds=1),
+)
 def test_counting_a_cron_gives_what_listing_gives(expr, zone, skipped, repeated, start, span):
     timing = cron(expr, zone=zone, skipped=skipped, repeated=repeated, reason="counting")
     start = start.replace(tzinfo=UTC)
     assert timing.count_between(start, start + span) == listed(timing, start, start + span)
+
+
+# Offset changes whose skipped and repeated local times run near a window's edges: the instant
+# of each change, its size, and the DST policies that decide what runs around it (falling back
+# repeats local times, springing forward skips them). Santiago changes at midnight; Berlin and
+# New York by an hour at night; Lord Howe by 30 minutes; Troll by 2 hours.
+FALLS_BACK = [("shift", "first"), ("shift", "last"), ("shift", "both")]
+SPRINGS_FORWARD = [("shift", "first"), ("skip", "first")]
+CHANGES = [
+    ("America/Santiago", datetime(2016, 5, 15, 3, tzinfo=UTC), timedelta(hours=1), FALLS_BACK),
+    ("America/Santiago", datetime(2016, 8, 14, 4, tzinfo=UTC), timedelta(hours=1), SPRINGS_FORWARD),
+    ("Europe/Berlin", datetime(2021, 10, 31, 1, tzinfo=UTC), timedelta(hours=1), FALLS_BACK),
+    ("Europe/Berlin", datetime(2021, 3, 28, 1, tzinfo=UTC), timedelta(hours=1), SPRINGS_FORWARD),
+    ("America/New_York", datetime(2021, 11, 7, 6, tzinfo=UTC), timedelta(hours=1), FALLS_BACK),
+    (
+        "Australia/Lord_Howe",
+        datetime(2021, 4, 3, 15, tzinfo=UTC),
+        timedelta(minutes=30),
+        FALLS_BACK,
+    ),
+    (
+        "Australia/Lord_Howe",
+        datetime(2021, 10, 2, 15, 30, tzinfo=UTC),
+        timedelta(minutes=30),
+        SPRINGS_FORWARD,
+    ),
+    ("Antarctica/Troll", datetime(2021, 10, 31, 1, tzinfo=UTC), timedelta(hours=2), FALLS_BACK),
+]
+TICK = timedelta(microseconds=1)
+SPANS = [TICK, timedelta(minutes=1), timedelta(hours=1)]
+
+
+@pytest.mark.parametrize("expr", ["*/7 * * * *", "0,30 * * * *", "30 2 * * *"])
+@pytest.mark.parametrize(("zone", "change", "size", "policies"), CHANGES)
+def test_a_window_at_the_edges_of_an_offset_change_counts_what_runs_in_it(
+    expr, zone, change, size, policies
+) -> None:
+    """Windows of a microsecond, a minute and an hour starting before, at and after an offset
+    change, inside its repeated or skipped local times: counting gives what listing gives,
+    and both give the instants a wide listing holds in the window. A window that starts after
+    the change yet inside its reach holds no change of its own (found by Hypothesis)."""
+    starts = [-size, -size / 2, -TICK, timedelta(0), TICK, size / 2, size - TICK, size]
+    wrong = []
+    for skipped, repeated in policies:
+        timing = cron(expr, zone=zone, skipped=skipped, repeated=repeated, reason="counting")
+        wide = timing.between(change - timedelta(days=2), change + timedelta(days=2))
+        for start in (change + offset for offset in starts):
+            for end in (start + span for span in SPANS):
+                runs = sum(1 for instant in wide if start <= instant < end)
+                got = (timing.count_between(start, end), len(timing.between(start, end)))
+                if got != (runs, runs):
+                    wrong.append((skipped, repeated, str(start), str(end - start), got, runs))
+    assert wrong == []
+
+
+def test_the_second_pass_of_a_repeated_hour_counts_only_the_pass_that_runs() -> None:
+    """Santiago fell back at midnight on 15 May 2016 (03:00 UTC): 23:00-23:59 came twice.
+    With ``repeated="first"`` its second pass (03:00-04:00 UTC) runs nothing; a window inside
+    it holds no offset change, and counting took each matching wall time there as one run."""
+    change = datetime(2016, 5, 15, 3, tzinfo=UTC)
+    first = cron("*/7 * * * *", zone="America/Santiago", skipped="shift", repeated="first")
+    last = cron("*/7 * * * *", zone="America/Santiago", skipped="shift", repeated="last")
+    assert first.count_between(change, change + TICK) == 0
+    assert first.count_between(change, change + timedelta(hours=1)) == 0
+    # 23:35 to 00:35 local: the repeated 23:35-23:56 does not run, 00:00-00:28 does.
+    assert first.count_between(change + timedelta(minutes=35), change + timedelta(minutes=95)) == 5
+    assert last.count_between(change - timedelta(hours=1), change) == 0
+    assert last.count_between(change, change + timedelta(hours=1)) == 9
 
 
 @pytest.mark.slow
