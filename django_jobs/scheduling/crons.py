@@ -61,6 +61,20 @@ def _offset_changes(tz: ZoneInfo, start: datetime, end: datetime) -> bool:
     return False
 
 
+def _wall_margin(tz: ZoneInfo, start: datetime, end: datetime) -> timedelta:
+    """How far past the local times of the window's edges the wall times of its instants can
+    lie: nothing where ``tz`` keeps one offset, ``WALL_MARGIN`` near a DST change, and the
+    change and that margin near a larger change. Pacific/Apia skipped 30 December 2011: each
+    of its wall times runs (``skipped="shift"``) at the instant the day ended, so a window
+    starting there holds instants whose wall times lie up to a day before its start's."""
+    near = _offset_changes(tz, start - WALL_MARGIN, end + WALL_MARGIN)
+    margin = WALL_MARGIN if near else timedelta(0)
+    for instant, change in _offset_transitions(tz, start - _REACH, end + _REACH):
+        if change > WALL_MARGIN and start - change <= instant <= end + change:
+            margin = max(margin, change + WALL_MARGIN)
+    return margin
+
+
 @register
 @dataclass(frozen=True)
 class Cron:
@@ -124,11 +138,7 @@ class Cron:
         if end <= start:
             return []
         tz = zone(self.zone)
-        margin = (
-            WALL_MARGIN
-            if _offset_changes(tz, start - WALL_MARGIN, end + WALL_MARGIN)
-            else timedelta(0)
-        )
+        margin = _wall_margin(tz, start, end)
         wall_lo = start.astimezone(tz).replace(tzinfo=None) - margin - timedelta(microseconds=1)
         wall_hi = end.astimezone(tz).replace(tzinfo=None) + margin
         found = {

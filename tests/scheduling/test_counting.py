@@ -75,7 +75,7 @@ def test_counting_a_cron_gives_what_listing_gives(expr, zone, skipped, repeated,
 # Offset changes whose skipped and repeated local times run near a window's edges: the instant
 # of each change, its size, and the DST policies that decide what runs around it (falling back
 # repeats local times, springing forward skips them). Santiago changes at midnight; Berlin and
-# New York by an hour at night; Lord Howe by 30 minutes; Troll by 2 hours.
+# New York by an hour at night; Lord Howe by 30 minutes; Troll by 2 hours; Apia skipped a day.
 FALLS_BACK = [("shift", "first"), ("shift", "last"), ("shift", "both")]
 SPRINGS_FORWARD = [("shift", "first"), ("skip", "first")]
 CHANGES = [
@@ -97,6 +97,13 @@ CHANGES = [
         SPRINGS_FORWARD,
     ),
     ("Antarctica/Troll", datetime(2021, 10, 31, 1, tzinfo=UTC), timedelta(hours=2), FALLS_BACK),
+    pytest.param(  # listing near it walks 2 days of wall times: slow (the test below is not)
+        "Pacific/Apia",
+        datetime(2011, 12, 30, 10, tzinfo=UTC),
+        timedelta(days=1),
+        SPRINGS_FORWARD,
+        marks=pytest.mark.slow,
+    ),
 ]
 TICK = timedelta(microseconds=1)
 SPANS = [TICK, timedelta(minutes=1), timedelta(hours=1)]
@@ -138,6 +145,20 @@ def test_the_second_pass_of_a_repeated_hour_counts_only_the_pass_that_runs() -> 
     assert first.count_between(change + timedelta(minutes=35), change + timedelta(minutes=95)) == 5
     assert last.count_between(change - timedelta(hours=1), change) == 0
     assert last.count_between(change, change + timedelta(hours=1)) == 9
+
+
+def test_a_window_starting_where_apia_skipped_a_day_holds_the_shifted_run() -> None:
+    """Apia went from 29 to 31 December 2011 at 10:00 UTC: 02:30 on the 30th, a day of wall
+    time before that instant's, runs there (``skipped="shift"``), in a window that starts
+    there as in one that spans it."""
+    change = datetime(2011, 12, 30, 10, tzinfo=UTC)
+    shift = cron("30 2 * * *", zone="Pacific/Apia", skipped="shift", repeated="first")
+    skip = cron("30 2 * * *", zone="Pacific/Apia", skipped="skip", repeated="first")
+    assert shift.between(change, change + TICK) == [change]
+    assert shift.count_between(change, change + timedelta(hours=1)) == 1
+    assert shift.between(change - timedelta(hours=1), change + timedelta(hours=1)) == [change]
+    assert skip.between(change, change + timedelta(hours=1)) == []
+    assert skip.count_between(change, change + timedelta(hours=1)) == 0
 
 
 @pytest.mark.slow
