@@ -706,6 +706,65 @@ def test_ctrl_c_ends_the_watch_with_exit_status_0_and_no_traceback(tmp_path: Pat
     assert "Running: 0" in "".join(lines)
 
 
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_ctrl_c_during_a_read_lets_the_view_finish_then_ends_the_watch(tmp_path: Path) -> None:
+    """Ctrl-C while a view's query waits does not cut the query off (psycopg would send a
+    cancel request and wait for the server's answer): the view is read and printed, then the
+    watch ends with exit status 0. The query is held on a lock another connection takes, and
+    Ctrl-C is sent once PostgreSQL shows it waiting for that lock."""
+    User.objects.create_superuser("ops", "ops@example.com", "x")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.worker_settings",
+        "DATABASE_URL": database_url(),
+        "PYTHONUNBUFFERED": "1",
+    }
+    table = Occurrence._meta.db_table
+    lines: list[str] = []
+    with (
+        psycopg.connect(database_url()) as locker,
+        (tmp_path / "stderr").open("w") as stderr,
+        subprocess.Popen(
+            [sys.executable, "-W", "ignore", str(ROOT / "manage.py"), "jobs", "top",
+             "--actor", "ops", "--interval", "0.5"],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        ) as process,
+    ):  # fmt: skip
+        reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
+        reader.start()
+        try:
+            wait_until(
+                lambda: any(line.startswith("jobs top at") for line in lines),
+                timeout=60,
+                what=lambda: f"the first view: {lines}",
+            )
+            locker.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+            wait_until(
+                lambda: (
+                    locker.execute(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = %s::regclass",
+                        [table],
+                    ).fetchone()[0]  # type: ignore[index]
+                    > 0
+                ),
+                timeout=60,
+                what="the next view waiting for the lock",
+            )
+            process.send_signal(signal.SIGINT)
+            locker.rollback()  # the lock goes: the view being read finishes
+            assert process.wait(timeout=60) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+        reader.join(timeout=10)
+    errors = (tmp_path / "stderr").read_text()
+    assert "Traceback" not in errors, errors
+    views = [line for line in lines if line.startswith("jobs top at")]
+    assert len(views) == 2, lines  # the first, and the one Ctrl-C came during
+    assert not any("unreachable" in line for line in lines), lines
+
+
 # A real replica: its running occurrence, on its replica id, for as long as it has run.
 
 

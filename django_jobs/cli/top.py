@@ -8,14 +8,17 @@ their heartbeat's age. ``--once`` prints one view; ``--json`` prints one as JSON
 The screen is cleared between views only on a terminal; piped, the views follow each other
 separated by a blank line. The actor is read again at every view, so a permission taken away
 applies from the next one. A store that cannot be reached is said on a line of its own and
-tried again at the next view; Ctrl-C ends the watch with exit status 0.
+tried again at the next view; Ctrl-C ends the watch with exit status 0, once the view being
+read is read (no query is cut off mid-flight).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import time
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -35,11 +38,11 @@ def top(
     run: Invocation,
     *,
     frames: int | None = None,
-    pause: Callable[[float], None] = time.sleep,
+    pause: Callable[[float], None] | None = None,
 ) -> None:
     """Print the view once (``--once``, ``--json``) or every ``--interval`` seconds until
     Ctrl-C. ``frames`` stops after that many views, and ``pause`` waits between two (tests
-    give a fake clock's advance)."""
+    give a fake clock's advance; by default the wait ends at Ctrl-C)."""
     options = run.options
     interval = float(options["interval"])
     if interval < MIN_INTERVAL:
@@ -54,10 +57,35 @@ def top(
             return
     except DatabaseError as exc:  # unreachable at the start, or for one view: say so, exit 1
         raise CommandError(f"the store is unreachable: {_first_line(exc)}") from exc
-    try:
-        _watch(run, actor, interval=interval, frames=frames, pause=pause)
-    except KeyboardInterrupt:  # Ctrl-C: the way out of a watch, not an error
+    stop = threading.Event()
+    # A second Ctrl-C raises: out at once, still not an error.
+    with _ctrl_c_sets(stop), contextlib.suppress(KeyboardInterrupt):
+        _watch(run, actor, interval=interval, frames=frames, pause=pause, stop=stop)
+    if stop.is_set():  # after the ^C the terminal echoed
         run.stdout.write("")
+
+
+@contextlib.contextmanager
+def _ctrl_c_sets(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C (SIGINT) sets ``stop`` instead of raising wherever the watch is: a query it
+    interrupted would be cancelled mid-flight (psycopg sends a cancel request and waits for
+    the server's answer, which a busy server can keep it waiting for). The view being read
+    finishes and the watch ends; a second Ctrl-C raises as usual. Only on the main thread,
+    where Python delivers signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _watch(
@@ -66,11 +94,12 @@ def _watch(
     *,
     interval: float,
     frames: int | None,
-    pause: Callable[[float], None],
+    pause: Callable[[float], None] | None,
+    stop: threading.Event,
 ) -> None:
     terminal = run.stdout.isatty()
     shown = 0
-    while frames is None or shown < frames:
+    while not stop.is_set() and (frames is None or shown < frames):
         try:
             actor = type(actor).objects.get(pk=actor.pk)  # permissions as they are now
             text = render(_view(run, actor))
@@ -89,7 +118,10 @@ def _watch(
         run.stdout.flush()
         shown += 1
         if frames is None or shown < frames:
-            pause(interval)
+            if pause is None:
+                stop.wait(interval)  # Ctrl-C ends the wait at once
+            else:
+                pause(interval)
 
 
 def _view(run: Invocation, actor: Any) -> services.Watch:
