@@ -311,7 +311,7 @@ def test_each_schedule_button_acts_through_its_service_with_the_lists_message(
         with use_clock(FakeClock(T0)):
             done = root_client.post(url("schedule", view, acme), data, follow=True)
         assert done.redirect_chain == [(url("schedule", "change", acme), 302)]
-        return done.content.decode()
+        return str(done.content.decode())
 
     assert "Disabled acme/billing.nightly." in act("disable", confirm="yes", reason="outage")
     assert Schedule.objects.get().enabled is False
@@ -403,7 +403,7 @@ def test_the_button_urls_take_only_a_post_with_its_csrf_token(acme) -> None:
 
 
 def test_the_schedule_page_shows_its_policy_durations_in_words(root_client) -> None:
-    schedule = ScheduleFactory(
+    schedule = ScheduleFactory.create(
         max_delay=timedelta(minutes=5),
         backoff=timedelta(seconds=30),
         timeout=timedelta(minutes=15),
@@ -417,14 +417,14 @@ def test_the_schedule_page_shows_its_policy_durations_in_words(root_client) -> N
 
 
 def test_the_schedule_page_shows_a_running_occurrence_only_while_it_runs(root_client) -> None:
-    schedule = ScheduleFactory(overlap="queue")
+    schedule = ScheduleFactory.create(overlap="queue")
     plan(schedule, T0, now=T0)
     (lease,) = claim("w", T0)
 
     def shown() -> str:
         page = root_client.get(f"/admin/django_jobs/schedule/{schedule.pk}/change/")
         cell = page.content.decode().split('field-running"', 1)[1]
-        return cell.split('<div class="readonly">', 1)[1].split("</div>", 1)[0]
+        return str(cell.split('<div class="readonly">', 1)[1].split("</div>", 1)[0])
 
     assert shown() == str(lease.occurrence_id)
     store.complete([lease], now=T0 + timedelta(seconds=1))

@@ -52,7 +52,8 @@ def crafted_post(page, server, occurrence: Occurrence, action: str) -> int:
         form={"csrfmiddlewaretoken": token, "confirm": "yes", "reason": "crafted"},
         headers={"Referer": occurrence_page(server, occurrence)},
     )
-    return response.status
+    status: int = response.status
+    return status
 
 
 def test_replay_a_dead_occurrence_from_its_page_audited(page, server) -> None:
@@ -174,7 +175,7 @@ def test_disable_enable_and_run_now_from_the_schedule_page(page, server) -> None
         page.fill("textarea[name=reason]", reason)
         page.click("input[name=jobs-confirm]")
         assert page.url == schedule_page
-        return said
+        return str(said)
 
     login(page, server, "root", "pw")
     page.goto(schedule_page)

@@ -79,7 +79,8 @@ def ended(
 
 
 def listed(*args: str) -> dict[str, Any]:
-    return json.loads(jobs("list", "--actor", "ops", "--json", *args))
+    listing: dict[str, Any] = json.loads(jobs("list", "--actor", "ops", "--json", *args))
+    return listing
 
 
 def keys(*args: str) -> list[str]:
@@ -87,7 +88,10 @@ def keys(*args: str) -> list[str]:
 
 
 def inspected(key: str, *args: str) -> dict[str, Any]:
-    return json.loads(jobs("inspect", key, "--tenant", "acme", "--actor", "ops", "--json", *args))
+    report: dict[str, Any] = json.loads(
+        jobs("inspect", key, "--tenant", "acme", "--actor", "ops", "--json", *args)
+    )
+    return report
 
 
 # --- jobs list ------------------------------------------------------------------------------
@@ -315,7 +319,8 @@ def test_inspect_prints_instants_and_lateness_in_words(ops) -> None:
 
 
 def steps(key: str) -> list[str]:
-    return inspected(key)["next_steps"]
+    said: list[str] = inspected(key)["next_steps"]
+    return said
 
 
 def test_inspect_of_a_schedule_with_dead_letters_ends_with_list_dead_and_replay(fleet) -> None:
@@ -405,7 +410,12 @@ def test_inspect_without_actor_names_no_actor_in_its_commands(fleet, settings) -
 def test_inspect_of_a_policy_record_offers_no_run_now(ops) -> None:
     """A job's ``@<job>`` record plans nothing, and a run-now of it would run its empty
     arguments: disable, not run-now."""
-    enqueued = {"timing_kind": "enqueued", "origin": "enqueue", "interval": None, "anchor": None}
+    enqueued: dict[str, Any] = {
+        "timing_kind": "enqueued",
+        "origin": "enqueue",
+        "interval": None,
+        "anchor": None,
+    }
     schedule("@billing.send", **enqueued)
     assert steps("@billing.send") == [
         'python manage.py jobs disable @billing.send --tenant acme --reason "..." --actor ops'
@@ -420,7 +430,7 @@ def test_inspect_of_a_timing_that_cannot_be_evaluated_names_it_and_offers_no_run
 ) -> None:
     """Stored but not parked yet (the planner parks it at its next pass): a declared one is
     fixed in its declaration and synced; a run-time one where it was written."""
-    bad = {"timing_kind": "cron", "cron": "99 99 * * *", "interval": None}
+    bad: dict[str, Any] = {"timing_kind": "cron", "cron": "99 99 * * *", "interval": None}
     schedule("declared-cron", origin="code", **bad)
     schedule("runtime-cron", **bad)
     assert steps("declared-cron") == [
@@ -562,7 +572,10 @@ def test_inspect_of_an_unfinished_occurrence_ends_with_cancel(ops) -> None:
 
 
 def steps_of(occurrence: Occurrence) -> list[str]:
-    return inspected(occurrence.schedule.key, "--occurrence", str(occurrence.pk))["next_steps"]
+    said: list[str] = inspected(occurrence.schedule.key, "--occurrence", str(occurrence.pk))[
+        "next_steps"
+    ]
+    return said
 
 
 # --- the answers of replay, cancel, disable, enable, run-now ---------------------------------

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_a_replay_says_which_attempt_runs_and_the_fresh_retry_budget():
-    schedule = ScheduleFactory(
+    schedule = ScheduleFactory.create(
         max_attempts=3, backoff=timedelta(seconds=30), max_backoff=timedelta(minutes=10)
     )
     dead = dead_occurrence(schedule)
@@ -40,12 +40,12 @@ def test_a_backoff_at_its_cap_is_said_once():
 
 
 def test_a_single_attempt_budget_names_one_attempt():
-    schedule = ScheduleFactory(max_attempts=1)
+    schedule = ScheduleFactory.create(max_attempts=1)
     assert consequences.retry_budget(schedule, 2) == "up to 1 attempt (attempt 2), then dead letter"
 
 
 def test_cancel_says_what_happens_to_waiting_running_and_finished_occurrences():
-    schedule = ScheduleFactory()
+    schedule = ScheduleFactory.create()
     occurrence = dead_occurrence(schedule)
     assert "cannot be cancelled" in consequences.cancel(occurrence)
     occurrence.state = "scheduled"
@@ -55,7 +55,7 @@ def test_cancel_says_what_happens_to_waiting_running_and_finished_occurrences():
 
 
 def test_enable_and_disable_name_the_misfire_policy():
-    schedule = ScheduleFactory(misfire="replay_once")
+    schedule = ScheduleFactory.create(misfire="replay_once")
     assert "replay once" in consequences.enable(schedule)
     assert "an occurrence already running finishes" in consequences.disable(schedule)
     assert "cancelled" in consequences.disable(schedule, cancel_running=True)
@@ -77,7 +77,7 @@ T1 = datetime(2026, 3, 1, 13, tzinfo=UTC)
 
 
 def test_a_replay_of_a_disabled_schedules_occurrence_says_it_waits_and_no_claim_takes_it():
-    schedule = ScheduleFactory()
+    schedule = ScheduleFactory.create()
     dead = dead_occurrence(schedule)
     Schedule.objects.filter(pk=schedule.pk).update(enabled=False, disabled_reason="maintenance")
     schedule.refresh_from_db()
@@ -89,7 +89,7 @@ def test_a_replay_of_a_disabled_schedules_occurrence_says_it_waits_and_no_claim_
 
 
 def test_a_replay_under_the_kill_switch_says_it_waits_and_no_claim_takes_it():
-    schedule = ScheduleFactory(tenant="acme")
+    schedule = ScheduleFactory.create(tenant="acme")
     dead = dead_occurrence(schedule)
     with override_settings(DJANGO_JOBS={"PAUSED_SCHEDULES": ["acme/*"]}):
         assert "the kill switch DJANGO_JOBS['PAUSED_SCHEDULES'] names" in consequences.replay(
@@ -101,7 +101,7 @@ def test_a_replay_under_the_kill_switch_says_it_waits_and_no_claim_takes_it():
 
 
 def test_a_replay_waiting_for_a_running_occurrence_says_so_under_overlap_queue():
-    schedule = ScheduleFactory(overlap="queue")
+    schedule = ScheduleFactory.create(overlap="queue")
     dead = dead_occurrence(schedule)
     plan(schedule, T1, now=T1)
     (running,) = claim("r", T1)
@@ -109,12 +109,12 @@ def test_a_replay_waiting_for_a_running_occurrence_says_so_under_overlap_queue()
     assert f"It waits until occurrence {running.occurrence_id} ends" in said
     replayed(schedule, dead)
     assert claim("r", T1) == []
-    allow = ScheduleFactory(overlap="allow")
+    allow = ScheduleFactory.create(overlap="allow")
     assert "It waits" not in consequences.replay(dead_occurrence(allow), allow)
 
 
 def test_a_retired_recurring_schedules_replay_is_said_refused_and_a_retired_one_offs_reactivated():
-    schedule = ScheduleFactory()
+    schedule = ScheduleFactory.create()
     dead = dead_occurrence(schedule)
     Schedule.objects.filter(pk=schedule.pk).update(status="retired")
     schedule.refresh_from_db()
@@ -127,7 +127,7 @@ def test_a_retired_recurring_schedules_replay_is_said_refused_and_a_retired_one_
 
 
 def test_enabling_a_retired_or_draft_schedule_says_no_replica_runs_it():
-    retired = ScheduleFactory(status="retired", enabled=False, disabled_reason="x")
+    retired = ScheduleFactory.create(status="retired", enabled=False, disabled_reason="x")
     assert "is retired: whether enabled or not, no replica runs" in consequences.enable(retired)
     assert "Replicas claim" not in consequences.enable(retired)
 
@@ -140,7 +140,7 @@ def test_an_enqueued_jobs_record_is_described_by_its_max_delay_not_a_misfire_pol
 
 
 def test_cancelling_a_running_occurrence_says_only_fenced_writes_are_refused():
-    occurrence = dead_occurrence(ScheduleFactory())
+    occurrence = dead_occurrence(ScheduleFactory.create())
     occurrence.state = "processing"
     said = consequences.cancel(occurrence)
     assert "Its outcome and its run.atomic() writes are refused (fenced)" in said
@@ -148,5 +148,5 @@ def test_cancelling_a_running_occurrence_says_only_fenced_writes_are_refused():
 
 
 def test_run_now_of_a_disabled_schedule_is_said_refused():
-    schedule = ScheduleFactory(enabled=False, disabled_reason="x")
+    schedule = ScheduleFactory.create(enabled=False, disabled_reason="x")
     assert consequences.run_now(schedule).startswith("Refused:")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
     ("max_attempts", "said"), [(5, "up to 5 attempts"), (1, "up to 1 attempt ")]
 )
 def test_the_replay_runbook_says_the_retry_budget_starts_afresh(max_attempts, said):
-    schedule = ScheduleFactory(max_attempts=max_attempts)
+    schedule = ScheduleFactory.create(max_attempts=max_attempts)
     effect = runbooks.procedures(schedule)[RunbookKind.REPLAY]["claimed_occurrence_effect"]
     assert f"Its retry budget starts afresh: {said}" in effect
     runbooks.write(schedule)
