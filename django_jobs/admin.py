@@ -375,15 +375,26 @@ class OccurrenceAdmin(ShowsArguments, ActsOnOneObject):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         fields = self.arguments_shown([f.name for f in Occurrence._meta.fields])
         after = fields.index("scheduled_at") + 1
-        return [*fields[:after], "lateness", *fields[after:]]
+        return [*fields[:after], "lateness", "current_attempt", *fields[after:]]
 
     @admin.display(description="lateness")
     def lateness(self, obj: Occurrence) -> str:
         """Its first attempt's start less its scheduled instant (a retry's backoff is not
         lateness), in words."""
         first = obj.attempt_history.order_by("number").values_list("started_at", flat=True)
-        began = first.first() or obj.started_at
+        began = first.first() or obj.attempt_started_at or obj.started_at
         return words.duration(began - obj.scheduled_at) if began else "not started"
+
+    @admin.display(description="current attempt")
+    def current_attempt(self, obj: Occurrence) -> str:
+        """The attempt holding the lease (its row in the attempts below is written when it
+        ends): ``attempt 2 running on w1 since 2026-03-01 12:00:30 UTC``."""
+        current = obj.current_attempt()
+        if current is None:
+            return "none"
+        doing = "running" if current.outcome == "running" else "claimed, waiting for a thread"
+        since = words.instant(current.started_at)
+        return f"attempt {current.number} {doing} on {current.replica} since {since}"
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return permissions.may_any(request.user, "replay")

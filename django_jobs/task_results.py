@@ -60,7 +60,7 @@ def read_result(task: Any, occurrence_id: UUID, alias: str) -> Any:
     except Occurrence.DoesNotExist:
         raise TaskResultDoesNotExist(str(occurrence_id)) from None
     payload = occurrence.args
-    attempts = list(occurrence.attempt_history.order_by("number"))
+    attempts = occurrence.attempts_so_far()
     errors = [
         TaskError(exception_class_path=class_path(a.error_type), traceback=a.error_message)
         for a in attempts

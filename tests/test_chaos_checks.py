@@ -110,7 +110,8 @@ def test_tokens_that_do_not_grow_are_reported(history):
     (first,) = claim("r1.1", now=T0 + 7 * S)
     (second,) = claim("r2.1", now=first.expires_at + S)  # taken over after expiry
     assert second.token > first.token
-    Attempt.objects.filter(occurrence_id=second.occurrence_id, number=2).update(fencing_token=0)
+    # Attempt 2 holds the lease: it is read from the occurrence row.
+    Occurrence.objects.filter(pk=second.occurrence_id).update(fencing_token=0)
     assert set(broken(check())) == {"fencing tokens increase"}
 
 
@@ -286,8 +287,17 @@ def reader_attempt(outcome: str, *, error_type: str = "", failures: int = 0) -> 
     with ``failures`` charged to it."""
     schedule = one_occurrence("chaos.reader", max_attempts=10)
     (lease,) = claim("r1.1", now=T0 + 10 * S)
-    Attempt.objects.filter(occurrence_id=lease.occurrence_id).update(
-        outcome=outcome, finished_at=T0 + 11 * S, error_type=error_type
+    # The history row an ending write inserts.
+    Attempt.objects.create(
+        occurrence_id=lease.occurrence_id,
+        number=1,
+        fencing_token=lease.token,
+        replica="r1.1",
+        trigger=lease.trigger,
+        started_at=T0 + 10 * S,
+        finished_at=T0 + 11 * S,
+        outcome=outcome,
+        error_type=error_type,
     )
     schedule.occurrences.update(state="scheduled", lease_owner="", failures=failures)
     return schedule.occurrences.get()

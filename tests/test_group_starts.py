@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 
 from django_jobs import store
-from django_jobs.models import Attempt, AttemptOutcome
+from django_jobs.models import Attempt, AttemptOutcome, Occurrence
 from django_jobs.store import Lease
 from django_jobs.testing import FakeClock
 from django_jobs.worker.starts import Starts
@@ -27,7 +27,7 @@ THREADS = 6
 
 
 def claimed_ahead(count: int) -> list[Lease]:
-    """``count`` occurrences claimed ahead of a free thread: their Attempts ``claimed``."""
+    """``count`` occurrences claimed ahead of a free thread: their attempts ``claimed``."""
     for _ in range(count):
         plan(ScheduleFactory.create(), T0, now=T0)
     leases = claim("ahead", T0, limit=count, start_now=0)
@@ -36,15 +36,17 @@ def claimed_ahead(count: int) -> list[Lease]:
 
 
 def attempt(lease: Lease) -> Attempt:
-    return Attempt.objects.get(occurrence_id=lease.occurrence_id, fencing_token=lease.token)
+    """``lease``'s attempt: read from its occurrence while current, else its history row."""
+    row = Occurrence.objects.get(pk=lease.occurrence_id)
+    return next(a for a in row.attempts_so_far() if a.fencing_token == lease.token)
 
 
 def writer_of(lease: Lease) -> str:
-    """The transaction that last wrote ``lease``'s Attempt row."""
+    """The transaction that last wrote ``lease``'s occurrence row (a start is written there)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT xmin::text FROM {Attempt._meta.db_table}"
-            " WHERE occurrence_id = %s AND fencing_token = %s",
+            f"SELECT xmin::text FROM {Occurrence._meta.db_table}"
+            " WHERE id = %s AND fencing_token = %s",
             [lease.occurrence_id, lease.token],
         )
         return str(cursor.fetchone()[0])
@@ -56,9 +58,9 @@ def test_starts_asked_while_a_write_is_under_way_are_written_together() -> None:
     locked, release = threading.Event(), threading.Event()
 
     def hold_first_attempt() -> None:
-        # Another session locks the first run's Attempt, so the first write waits on it.
+        # Another session locks the first run's occurrence, so the first write waits on it.
         with transaction.atomic():
-            Attempt.objects.select_for_update().get(pk=attempt(first).pk)
+            Occurrence.objects.select_for_update().get(pk=first.occurrence_id)
             locked.set()
             release.wait(timeout=30)
 

@@ -104,8 +104,8 @@ def test_a_lost_lease_is_cut_off_after_the_grace_when_its_handler_ignores_cancel
         cut = [e for e in logs if e["event"] == "run.cut_off"]
         assert [e["reason"] for e in cut] == [CancelReason.LEASE_LOST]
         assert worker.inflight.in_state(RunState.RUNNING) == []
-        attempts = Attempt.objects.filter(occurrence__schedule=schedule).order_by("number")
-        assert [a.outcome for a in attempts] == [AttemptOutcome.LEASE_LOST, "running"]
+        (row,) = Occurrence.objects.filter(schedule=schedule)
+        assert [a.outcome for a in row.attempts_so_far()] == [AttemptOutcome.LEASE_LOST, "running"]
     finally:
         release.set()
         worker.close()
@@ -175,7 +175,7 @@ def test_a_shutdown_release_skips_a_row_locked_by_a_stuck_atomic_block(clock, tw
         release.join(timeout=10)
         assert not release.is_alive(), "the release waited behind the stuck run's lock"
         assert result[0].accepted == {sibling.occurrence_id}
-        attempt = Attempt.objects.get(occurrence_id=in_block.occurrence_id)
+        (attempt,) = Occurrence.objects.get(pk=in_block.occurrence_id).attempts_so_far()
         assert attempt.outcome == AttemptOutcome.RUNNING  # untouched: left to expire
 
 

@@ -14,7 +14,7 @@ from django.test import override_settings
 from structlog.testing import capture_logs
 
 from django_jobs import store
-from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
+from django_jobs.models import AttemptOutcome, Occurrence, OccurrenceState
 from django_jobs.registry import Registry
 from django_jobs.safe_error import SafeError
 from django_jobs.worker.executor import MAX_OUTAGE_GIVE_BACKS
@@ -52,8 +52,8 @@ def run_one_pass(clock, job: str, handler) -> tuple[UUID, PassSummary]:
 
 
 def outcomes(occurrence_id) -> list[str]:
-    rows = Attempt.objects.filter(occurrence_id=occurrence_id).order_by("number")
-    return list(rows.values_list("outcome", flat=True))
+    """Its attempts' outcomes, the current one's (read from the occurrence row) last."""
+    return [a.outcome for a in Occurrence.objects.get(pk=occurrence_id).attempts_so_far()]
 
 
 def test_lost_attempts_count_and_the_one_that_uses_up_max_attempts_dead_letters(clock) -> None:

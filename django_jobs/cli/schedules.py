@@ -388,7 +388,10 @@ def _ran(attempt: Attempt) -> timedelta:
 def _attempt_words(attempt: Attempt) -> str:
     """``attempt 2 (token 7, retry) failed on w1: started 2026-03-01 12:00:30 UTC, ran 1.2 s:
     boom``; an attempt still running says so."""
-    ran = f"ran {words.duration(_ran(attempt))}" if attempt.finished_at else "still running"
+    if attempt.finished_at:
+        ran = f"ran {words.duration(_ran(attempt))}"
+    else:
+        ran = "still running" if attempt.outcome == "running" else "waiting for a run thread"
     error = f": {attempt.error_message[:200]}" if attempt.error_message else ""
     return (
         f"  attempt {attempt.number} (token {attempt.fencing_token}, {attempt.trigger}) "

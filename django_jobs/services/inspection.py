@@ -156,4 +156,4 @@ def inspect_occurrence(occurrence: Occurrence, *, actor: Any) -> list[Attempt]:
     schedule, row = occurrence_row(occurrence, lock=False)
     permissions.require(actor, "view", schedule)
     need_same_tenant(schedule, row)
-    return list(Attempt.objects.filter(occurrence_id=row.pk).order_by("number"))
+    return row.attempts_so_far()

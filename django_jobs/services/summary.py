@@ -223,7 +223,7 @@ def recent_occurrences(schedule: Schedule, *, count: int = RECENT) -> list[Recen
     )
     found = []
     for o in rows:
-        began = o.first_started_at or o.started_at
+        began = o.first_started_at or o.attempt_started_at or o.started_at
         found.append(
             RecentOccurrence(
                 o,

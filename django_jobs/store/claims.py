@@ -93,8 +93,8 @@ def claim_runs(
 
     Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
     lease that expired at or before ``now``. The first ``start_now`` (default: all) start at
-    once; the rest are claimed ahead of a free run thread, their Attempts ``claimed`` until
-    ``mark_started``. Steps, in one statement (``claim`` in sql/claims.sql):
+    once; the rest are claimed ahead of a free run thread, unstarted (``attempt_started_at``
+    NULL) until ``mark_started``. Steps, in one statement (``claim`` in sql/claims.sql):
 
     1. pick due rows of enabled, active schedules ``FOR UPDATE SKIP LOCKED``, so concurrent
        claimers never wait for, nor take, each other's rows;
@@ -105,9 +105,9 @@ def claim_runs(
     3. set owner and expiry, the attempt count up by one, and a fencing token from one
        sequence (``FENCING_TOKENS``), so an identity never gets a token twice, even across
        a purge and the replay that recreates it;
-    4. end the Attempt of a taken-over lease: ``lease_lost``, or ``unstarted``;
-    5. insert one Attempt per claim, carrying the new token;
-    6. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one
+    4. write a taken-over lease's attempt's history row: ``lease_lost``, or ``unstarted``
+       (the new attempt lives on the occurrence row; its Attempt row is written at its end);
+    5. for overlap ``skip``/``queue`` schedules, record the claimed occurrence as the one
        running; no other schedule row is written (a schedule's last start is read from its
        occurrences, ``services.with_recovery_points``).
 

@@ -43,7 +43,9 @@ def _fenced_write(
     is current; record every attempt's end. One statement: for one lease without
     ``skip_locked``, ``FENCED_WRITES_ONE``'s, which finds its row by primary key.
 
-    Accepted leases get ``outcome`` on their Attempt; refused ones get ``fenced_out``. No
+    An accepted lease's attempt gets its history row (``Attempt``) with ``outcome``, inserted
+    in the same statement: the only Attempt row write of an attempt. A refused one's row,
+    written by the claim that took its lease over, becomes ``fenced_out``. No
     schedule row is written: a schedule's last completion is read from its occurrences
     (``services.with_recovery_points``), and an overlap skip/queue schedule's guard
     (``running_occurrence``) stays on the occurrence it guarded, which a claim passes once

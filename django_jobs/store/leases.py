@@ -42,7 +42,7 @@ def mark_started(leases: Sequence[Lease], *, now: datetime) -> frozenset[UUID]:
     """Runs claimed ahead are starting: from now on a lapse of their lease is a lost attempt.
     One statement for all of ``leases`` (the worker's run threads group theirs:
     ``worker/starts.py``). Returns the occurrences whose start it recorded: a lease taken
-    over meanwhile (its token stale, its Attempt ended) marks nothing, and its run must not
+    over meanwhile (its token stale) marks nothing, and its run must not
     start.
 
     Committed without waiting for the WAL flush (``synchronous_commit`` off for this one

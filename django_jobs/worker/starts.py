@@ -1,7 +1,8 @@
 """Group commit of starts: the run threads that are about to start runs claimed ahead mark
 them started with one statement.
 
-A run claimed ahead of a free thread has an Attempt ``claimed`` until a thread starts it; from
+A run claimed ahead of a free thread is not started (its occurrence's ``attempt_started_at``
+is NULL) until a thread starts it; from
 then on a lapse of its lease is a lost attempt, so the start must be committed before the
 handler runs (``store.mark_started``). One commit per start made those commits most of what a
 run thread waited on in a burst of short runs. Here the first thread to ask writes the starts

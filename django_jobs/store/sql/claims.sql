@@ -41,9 +41,14 @@ WITH due AS (
     SELECT o.id, o.due_at, django_jobs_claim_order(o.due_at, o.priority) AS claim_order,
            o.schedule_id, s.overlap, s.max_attempts,
            o.tenant <> s.tenant AS forged, v.overlapped, v.late,
-           o.lease_owner AS holder,
-           -- A lapsed lease whose attempt had started: a lost attempt.
-           CASE WHEN o.state = %(processing)s THEN EXISTS (
+           -- The attempt holding the lease (processing: its lease has lapsed), as the row
+           -- has it before this statement: its history row is written here (``lost``).
+           o.state = %(processing)s AS held, o.lease_owner AS holder, o.attempts AS held_number,
+           o.fencing_token AS held_token, o.trigger AS held_trigger,
+           COALESCE(o.attempt_started_at, o.started_at, %(now)s) AS held_since,
+           -- A lapsed lease whose attempt had started: a lost attempt. (Or whose open
+           -- Attempt row says so: a claim by the release before #38, in a rolling upgrade.)
+           CASE WHEN o.state = %(processing)s THEN o.attempt_started_at IS NOT NULL OR EXISTS (
                SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
                  AND a.fencing_token = o.fencing_token AND a.outcome = %(attempt_running)s)
            ELSE false END AS lapsed
@@ -173,7 +178,11 @@ claimed AS (
         fencing_token = GREATEST(nextval({fencing_tokens}), o.fencing_token + 1),
         attempts = o.attempts + 1,
         failures = o.failures + picked.lapsed::int,
-        started_at = %(now)s
+        started_at = %(now)s,
+        -- Started at once, or claimed ahead of a free run thread until mark_started.
+        attempt_started_at = CASE WHEN %(start_now)s::int IS NULL
+                                       OR picked.place <= %(start_now)s::int
+                                  THEN %(now)s::timestamptz END
     FROM picked
     WHERE o.id = picked.id AND NOT picked.forged
       AND NOT (picked.lapsed AND o.failures + 1 >= picked.max_attempts)
@@ -191,21 +200,21 @@ guarded AS (
     FROM claimed c
     WHERE s.id = c.schedule_id AND c.overlap <> %(overlap_allow)s
 ),
+-- The history row of a taken-over lease's attempt: ``lease_lost`` if it had started, else
+-- ``unstarted``. Written once, here (no claim writes an Attempt row for its own attempt);
+-- an open row a claim by the release before #38 inserted is ended in place.
 lost AS (
-    UPDATE {attempt} a SET finished_at = %(now)s,
-        outcome = CASE WHEN a.outcome = %(attempt_claimed)s THEN %(attempt_unstarted)s
-                       ELSE %(attempt_lease_lost)s END
-    FROM (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted
-          UNION ALL SELECT id FROM forged) c
-    WHERE a.occurrence_id = c.id AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
-),
-new_attempts AS (
     INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
-                           started_at, outcome, error_type, error_message)
-    SELECT id, attempts, fencing_token, %(owner)s, trigger, %(now)s,
-           CASE WHEN %(start_now)s::int IS NULL OR place <= %(start_now)s::int
-                THEN %(attempt_running)s ELSE %(attempt_claimed)s END, '', ''
-    FROM claimed
+                           started_at, finished_at, outcome, error_type, error_message)
+    SELECT d.id, d.held_number, d.held_token, d.holder, d.held_trigger, d.held_since, %(now)s,
+           CASE WHEN d.lapsed THEN %(attempt_lease_lost)s ELSE %(attempt_unstarted)s END, '', ''
+    FROM due d
+    WHERE d.held AND d.held_number > 0
+      AND d.id IN (SELECT id FROM claimed UNION ALL SELECT id FROM exhausted
+                   UNION ALL SELECT id FROM forged)
+    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+        SET finished_at = EXCLUDED.finished_at, outcome = EXCLUDED.outcome
+        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
 )
 SELECT c.id, c.fencing_token AS token, c.schedule_id, c.tenant, c.scheduled_at,
        c.attempts, c.trigger, c.failures, c.args, c.queue, c.was_due, c.claim_order,

@@ -1,5 +1,8 @@
 -- The fenced write that ends attempts (sql/completion.sql names what it sets: {accepted}).
--- Accepted leases get %(outcome)s on their Attempt; refused ones get fenced_out.
+-- An accepted lease's attempt gets its history row, with %(outcome)s: inserted here, the one
+-- Attempt row write of an attempt (its claim wrote none). A refused one's row, written by the
+-- claim that took the lease over (lease_lost), becomes fenced_out. An open row a claim by the
+-- release before #38 inserted (running, claimed) is ended in place, in a rolling upgrade.
 
 -- name: fenced_write
 WITH input AS (
@@ -11,6 +14,10 @@ free AS (
     SELECT o.id FROM {occurrence} o JOIN input ON o.id = input.id
     WHERE %(skip_locked)s FOR NO KEY UPDATE OF o SKIP LOCKED
 ),
+-- The attempts as they are before this statement (``done`` sets a retry's trigger).
+held AS (
+    SELECT o.id, o.trigger FROM {occurrence} o JOIN input ON o.id = input.id
+),
 done AS (
     UPDATE {occurrence} o SET {accepted},
         lease_owner = '', lease_expires_at = NULL
@@ -18,18 +25,28 @@ done AS (
     WHERE o.id = input.id AND o.fencing_token = input.token
       AND o.lease_owner = %(owner)s AND o.state = %(processing)s
       AND (NOT %(skip_locked)s OR o.id IN (SELECT id FROM free))
-    RETURNING o.id
+    RETURNING o.id, o.attempts, o.fencing_token, COALESCE(o.attempt_started_at, o.started_at,
+                                                          %(now)s) AS since
 ),
 ended AS (
-    UPDATE {attempt} a SET
-        outcome = CASE WHEN a.occurrence_id IN (SELECT id FROM done)
-                  THEN %(outcome)s ELSE %(attempt_fenced_out)s END,
-        finished_at = %(now)s,
-        error_type = %(error_type)s,
-        error_message = %(error_message)s
+    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                           started_at, finished_at, outcome, error_type, error_message)
+    SELECT done.id, done.attempts, done.fencing_token, %(owner)s, held.trigger, done.since,
+           %(now)s, %(outcome)s, %(error_type)s, %(error_message)s
+    FROM done JOIN held ON held.id = done.id
+    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at,
+            error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message
+        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s,
+                                    %(attempt_lease_lost)s)
+),
+refused AS (
+    UPDATE {attempt} a SET outcome = %(attempt_fenced_out)s, finished_at = %(now)s,
+        error_type = %(error_type)s, error_message = %(error_message)s
     FROM input
     WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
       AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
+      AND a.occurrence_id NOT IN (SELECT id FROM done)
       AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
 )
 -- No schedule row is written. A schedule's last completion is read from its occurrences
@@ -47,21 +64,34 @@ WHERE %(skip_locked)s AND input.id NOT IN (SELECT id FROM free)
 -- The same for one lease (a run thread's own outcome, run.atomic()'s completion), without
 -- skip_locked: every row is found by its primary key, so the plan is the same whatever the
 -- statistics say, and planning it costs a fraction of the one above.
-WITH done AS (
+WITH held AS (
+    SELECT o.trigger FROM {occurrence} o WHERE o.id = %(id)s
+),
+done AS (
     UPDATE {occurrence} o SET {accepted},
         lease_owner = '', lease_expires_at = NULL
     WHERE o.id = %(id)s AND o.fencing_token = %(token)s
       AND o.lease_owner = %(owner)s AND o.state = %(processing)s
-    RETURNING o.id
+    RETURNING o.id, o.attempts, o.fencing_token, COALESCE(o.attempt_started_at, o.started_at,
+                                                          %(now)s) AS since
 ),
 ended AS (
-    UPDATE {attempt} a SET
-        outcome = CASE WHEN EXISTS (SELECT 1 FROM done)
-                  THEN %(outcome)s ELSE %(attempt_fenced_out)s END,
-        finished_at = %(now)s,
-        error_type = %(error_type)s,
-        error_message = %(error_message)s
+    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                           started_at, finished_at, outcome, error_type, error_message)
+    SELECT done.id, done.attempts, done.fencing_token, %(owner)s, held.trigger, done.since,
+           %(now)s, %(outcome)s, %(error_type)s, %(error_message)s
+    FROM done, held
+    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at,
+            error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message
+        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s,
+                                    %(attempt_lease_lost)s)
+),
+refused AS (
+    UPDATE {attempt} a SET outcome = %(attempt_fenced_out)s, finished_at = %(now)s,
+        error_type = %(error_type)s, error_message = %(error_message)s
     WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
       AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
+      AND NOT EXISTS (SELECT 1 FROM done)
 )
 SELECT id, true AS accepted FROM done

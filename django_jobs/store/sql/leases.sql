@@ -29,18 +29,18 @@ WHERE o.fencing_token = t.token AND o.lease_owner = %(owner)s
 -- synchronous_commit off for this one statement: see mark_started. The rows are locked in
 -- occurrence order, so two of these statements never wait for each other in a cycle.
 WITH started AS (
-    SELECT a.id FROM {attempt} a
+    SELECT o.id FROM {occurrence} o
     JOIN unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
-        ON a.occurrence_id = t.id AND a.fencing_token = t.token
-    WHERE a.outcome = %(attempt_claimed)s
-    ORDER BY a.occurrence_id
-    FOR NO KEY UPDATE OF a
+        ON o.id = t.id AND o.fencing_token = t.token
+    WHERE o.state = %(processing)s AND o.attempt_started_at IS NULL
+    ORDER BY o.id
+    FOR NO KEY UPDATE OF o
 )
-UPDATE {attempt} a SET outcome = %(attempt_running)s, started_at = %(now)s
+UPDATE {occurrence} o SET attempt_started_at = %(now)s
 FROM started
-WHERE a.id = started.id
+WHERE o.id = started.id
   AND set_config('synchronous_commit', 'off', true) IS NOT NULL
-RETURNING a.occurrence_id
+RETURNING o.id AS occurrence_id
 
 -- name: hold
 SELECT 1 AS held FROM {occurrence}

@@ -10,16 +10,30 @@ WHERE id = %(id)s AND schedule_id = %(schedule)s AND tenant = %(tenant)s
 RETURNING id
 
 -- name: cancel_running
-WITH gone AS (
+-- The occurrences as they are before this statement (``gone`` clears their lease owner).
+WITH held AS (
+    SELECT id, state, lease_owner FROM {occurrence}
+    WHERE schedule_id = %(schedule)s AND tenant = %(tenant)s AND state = %(processing)s
+),
+gone AS (
     UPDATE {occurrence} SET state = %(cancelled)s, finished_at = %(now)s,
         lease_owner = '', lease_expires_at = NULL
     WHERE schedule_id = %(schedule)s AND tenant = %(tenant)s AND state = %(processing)s
-    RETURNING id, fencing_token
+    RETURNING id, fencing_token, attempts, trigger,
+              COALESCE(attempt_started_at, started_at, %(now)s) AS since
 ),
+-- The cancelled attempt's history row (its claim wrote none; an open row a claim by the
+-- release before #38 inserted is ended in place).
 ended AS (
-    UPDATE {attempt} a SET outcome = %(attempt_cancelled)s, finished_at = %(now)s
-    FROM gone WHERE a.occurrence_id = gone.id AND a.fencing_token = gone.fencing_token
-      AND a.outcome = %(attempt_running)s
+    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                           started_at, finished_at, outcome, error_type, error_message)
+    SELECT gone.id, gone.attempts, gone.fencing_token, held.lease_owner, gone.trigger,
+           gone.since, %(now)s, %(attempt_cancelled)s, '', ''
+    FROM gone JOIN held ON held.id = gone.id
+    WHERE held.state = %(processing)s AND gone.attempts > 0
+    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at
+        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
 ),
 freed AS (
     UPDATE {schedule} SET running_occurrence = NULL
@@ -32,17 +46,29 @@ SELECT id FROM gone
 -- One unfinished occurrence of the schedule and tenant the service checked: waiting
 -- (scheduled, or failed and waiting for a retry) it will not run; processing, its lease ends
 -- here, as cancel_running ends those of a whole schedule.
-WITH gone AS (
+WITH held AS (
+    SELECT id, state, lease_owner FROM {occurrence} WHERE id = %(id)s
+),
+gone AS (
     UPDATE {occurrence} SET state = %(cancelled)s, finished_at = %(now)s,
         lease_owner = '', lease_expires_at = NULL
     WHERE id = %(id)s AND schedule_id = %(schedule)s AND tenant = %(tenant)s
       AND state IN (%(scheduled)s, %(failed)s, %(processing)s)
-    RETURNING id, fencing_token
+    RETURNING id, fencing_token, attempts, trigger,
+              COALESCE(attempt_started_at, started_at, %(now)s) AS since
 ),
+-- The cancelled attempt's history row (its claim wrote none; an open row a claim by the
+-- release before #38 inserted is ended in place).
 ended AS (
-    UPDATE {attempt} a SET outcome = %(attempt_cancelled)s, finished_at = %(now)s
-    FROM gone WHERE a.occurrence_id = gone.id AND a.fencing_token = gone.fencing_token
-      AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
+    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                           started_at, finished_at, outcome, error_type, error_message)
+    SELECT gone.id, gone.attempts, gone.fencing_token, held.lease_owner, gone.trigger,
+           gone.since, %(now)s, %(attempt_cancelled)s, '', ''
+    FROM gone JOIN held ON held.id = gone.id
+    WHERE held.state = %(processing)s AND gone.attempts > 0
+    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at
+        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
 ),
 freed AS (
     UPDATE {schedule} SET running_occurrence = NULL

@@ -1,0 +1,176 @@
+"""The current attempt on the occurrence row (#38): a claim writes no ``Attempt`` row; the
+attempt's history row is inserted once, by the write that ends it (completion, failure,
+release, cancel) or by the claim that takes its lapsed lease over. Readers see the attempt
+holding the lease through ``Occurrence.current_attempt``.
+
+A replica of the release before (rolling upgrade) inserts an open row when it claims: this
+release's ending write ends that row in place, and a takeover counts it as started when it
+says ``running``. Migration 0022 moves the open rows of processing occurrences onto them.
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from django_jobs import services, store
+from django_jobs.models import Attempt, AttemptOutcome, Occurrence, OccurrenceState
+from django_jobs.safe_error import SafeError
+
+from .factories import T0, ScheduleFactory
+from .storeutil import LEASE, claim, plan
+
+pytestmark = pytest.mark.django_db
+
+S = timedelta(seconds=1)
+
+
+def rows(occurrence_id) -> list[tuple[int, str, str]]:
+    """Its Attempt (history) rows: number, outcome, replica."""
+    found = Attempt.objects.filter(occurrence_id=occurrence_id).order_by("number")
+    return list(found.values_list("number", "outcome", "replica"))
+
+
+def test_a_claim_writes_no_attempt_row_and_the_completion_writes_its_one_row() -> None:
+    (occurrence_id,) = plan(ScheduleFactory.create(), T0, now=T0)
+    (lease,) = claim("w1", T0 + S)
+    assert rows(occurrence_id) == []
+    current = Occurrence.objects.get(pk=occurrence_id).current_attempt()
+    assert current is not None
+    assert (current.number, current.fencing_token, current.replica, current.outcome) == (
+        1,
+        lease.token,
+        "w1",
+        AttemptOutcome.RUNNING,
+    )
+    assert current.started_at == T0 + S
+
+    assert store.complete([lease], now=T0 + 3 * S).accepted
+    (attempt,) = Attempt.objects.filter(occurrence_id=occurrence_id)
+    assert (attempt.number, attempt.fencing_token, attempt.replica) == (1, lease.token, "w1")
+    assert (attempt.outcome, attempt.started_at, attempt.finished_at) == (
+        AttemptOutcome.SUCCEEDED,
+        T0 + S,
+        T0 + 3 * S,
+    )
+    assert attempt.trigger == "schedule"
+    assert Occurrence.objects.get(pk=occurrence_id).current_attempt() is None
+
+
+def test_a_failed_attempt_keeps_the_trigger_it_ran_for_and_its_error() -> None:
+    """The failure sets the occurrence's trigger to ``retry`` for the next attempt; the
+    history row says what this one ran for."""
+    (occurrence_id,) = plan(ScheduleFactory.create(max_attempts=3), T0, now=T0)
+    (lease,) = claim("w1", T0 + S)
+    error = SafeError("ValueError", "boom")
+    assert store.fail(lease, now=T0 + 2 * S, error=error, retry_at=T0 + 9 * S)
+    (attempt,) = Attempt.objects.filter(occurrence_id=occurrence_id)
+    assert (attempt.trigger, attempt.outcome, attempt.error_type, attempt.error_message) == (
+        "schedule",
+        AttemptOutcome.FAILED,
+        "ValueError",
+        "boom",
+    )
+    assert Occurrence.objects.get(pk=occurrence_id).trigger == "retry"
+
+
+def test_a_takeover_writes_the_lost_attempts_row_and_the_late_write_is_fenced_out() -> None:
+    (occurrence_id,) = plan(ScheduleFactory.create(max_attempts=5), T0, now=T0)
+    (stale,) = claim("w1", T0 + S)
+    (current,) = claim("w2", T0 + S + LEASE + S)
+    assert rows(occurrence_id) == [(1, AttemptOutcome.LEASE_LOST, "w1")]
+    assert Occurrence.objects.get(pk=occurrence_id).failures == 1
+
+    assert not store.complete([stale], now=T0 + LEASE + 3 * S).accepted
+    assert rows(occurrence_id) == [(1, AttemptOutcome.FENCED_OUT, "w1")]
+    assert store.complete([current], now=T0 + LEASE + 4 * S).accepted
+    assert rows(occurrence_id) == [
+        (1, AttemptOutcome.FENCED_OUT, "w1"),
+        (2, AttemptOutcome.SUCCEEDED, "w2"),
+    ]
+
+
+def test_cancelling_a_running_occurrence_writes_its_attempts_row(django_user_model) -> None:
+    schedule = ScheduleFactory.create()
+    (occurrence_id,) = plan(schedule, T0, now=T0)
+    claim("w1", T0 + S)
+    root = django_user_model.objects.create_superuser("root", "root@example.com", "x")
+    services.cancel(
+        Occurrence.objects.get(pk=occurrence_id), actor=root, reason="stop", now=T0 + 2 * S
+    )
+    assert rows(occurrence_id) == [(1, AttemptOutcome.CANCELLED, "w1")]
+    (attempt,) = Attempt.objects.filter(occurrence_id=occurrence_id)
+    assert attempt.finished_at == T0 + 2 * S
+
+
+# --- A rolling upgrade: claims by the release before, with an open Attempt row -------------
+
+
+def claimed_by_the_release_before(outcome: str) -> tuple[store.Lease, Occurrence]:
+    """A claim as the release before wrote it: ``attempt_started_at`` unset (it does not
+    know the column), and an open Attempt row saying ``outcome``."""
+    (occurrence_id,) = plan(ScheduleFactory.create(max_attempts=5), T0, now=T0)
+    (lease,) = claim("old", T0 + S)
+    Occurrence.objects.filter(pk=occurrence_id).update(attempt_started_at=None)
+    Attempt.objects.create(
+        occurrence_id=occurrence_id,
+        number=1,
+        fencing_token=lease.token,
+        replica="old",
+        trigger="schedule",
+        started_at=T0 + S,
+        outcome=outcome,
+    )
+    return lease, Occurrence.objects.get(pk=occurrence_id)
+
+
+def test_the_ending_write_ends_an_open_row_of_the_release_before_in_place() -> None:
+    lease, occurrence = claimed_by_the_release_before(AttemptOutcome.RUNNING)
+    assert [a.outcome for a in occurrence.attempts_so_far()] == [AttemptOutcome.RUNNING]
+    assert store.complete([lease], now=T0 + 2 * S).accepted
+    assert rows(occurrence.pk) == [(1, AttemptOutcome.SUCCEEDED, "old")]
+
+
+@pytest.mark.parametrize(
+    ("open_row", "ended", "failures"),
+    [(AttemptOutcome.RUNNING, AttemptOutcome.LEASE_LOST, 1), ("claimed", "unstarted", 0)],
+)
+def test_a_takeover_of_a_claim_by_the_release_before_reads_its_open_row(
+    open_row, ended, failures
+) -> None:
+    _, occurrence = claimed_by_the_release_before(open_row)
+    claim("new", T0 + S + LEASE + S)
+    assert rows(occurrence.pk) == [(1, ended, "old")]
+    assert Occurrence.objects.get(pk=occurrence.pk).failures == failures
+
+
+# --- Migration 0022 -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0022_moves_open_rows_onto_their_occurrence_and_back() -> None:
+    schedule = ScheduleFactory.create()
+    plan(schedule, T0, T0 + S, now=T0)
+    running_id, ahead_id = (o.pk for o in schedule.occurrences.order_by("scheduled_at"))
+    claim("w1", T0 + 2 * S, start_now=1)  # the second claimed ahead: not started
+    out = io.StringIO()
+    try:
+        call_command("migrate", "django_jobs", "0021", verbosity=0, stdout=out)
+        # Back at 0021: the attempts are open rows, as the release before kept them.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT occurrence_id, outcome FROM django_jobs_attempt ORDER BY started_at"
+            )
+            assert dict(cursor.fetchall()) == {running_id: "running", ahead_id: "claimed"}
+    finally:
+        call_command("migrate", verbosity=0, stdout=out)
+    assert not Attempt.objects.exists()
+    running, ahead = (Occurrence.objects.get(pk=pk) for pk in (running_id, ahead_id))
+    assert running.attempt_started_at == T0 + 2 * S
+    assert ahead.attempt_started_at is None
+    assert [a.outcome for a in ahead.attempts_so_far()] == [AttemptOutcome.CLAIMED]
+    assert running.state == ahead.state == OccurrenceState.PROCESSING
