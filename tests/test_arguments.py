@@ -96,18 +96,18 @@ def test_a_scheduled_job_receives_its_declared_arguments(clock: FakeClock) -> No
 def test_an_occurrence_planned_before_an_argument_change_runs_with_the_old_ones(
     clock: FakeClock,
 ) -> None:
-    """T0 + 1 min is planned ahead at T0 + 30 s (``PLAN_AHEAD_SECONDS``, 30 s); the
-    arguments change at T0 + 40 s; that occurrence runs with the old ones, the next instant
-    with the new."""
+    """T0 + 1 min is planned ahead at T0 + 45 s (within half of ``PLAN_AHEAD_SECONDS``, 30
+    s); the arguments change at T0 + 50 s; that occurrence runs with the old ones, the next
+    instant with the new."""
     sync_schedules([statements(timing=EVERY_MINUTE, args={"customer": "acme"})], now=T0)
     jobs, seen = recording()
-    for at in (T0, T0 + timedelta(seconds=30)):
+    for at in (T0, T0 + timedelta(seconds=45)):
         clock.set(at)
         run_due(clock, jobs=jobs)
     planned_ahead = Occurrence.objects.get(scheduled_at=T0 + timedelta(minutes=1))
     assert planned_ahead.args == {"customer": "acme"}
 
-    changed_at = T0 + timedelta(seconds=40)
+    changed_at = T0 + timedelta(seconds=50)
     report = sync_schedules(
         [statements(timing=EVERY_MINUTE, args={"customer": "globex"})], now=changed_at
     )

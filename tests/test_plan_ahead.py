@@ -117,13 +117,18 @@ def one_off(key: str, instant: datetime, **fields: object) -> Schedule:
 
 
 @pytestmark_db
-def test_a_one_off_due_in_20_s_is_planned_now_and_run_only_at_its_instant(
+def test_a_one_off_due_in_20_s_is_planned_within_half_the_window_and_run_only_at_its_instant(
     clock: FakeClock, jobs: Registry, ran: list[str]
 ) -> None:
+    """PLAN_AHEAD_SECONDS is 30: a schedule is planned once its next instant comes within
+    15 s (``worker.planning.due_within``), its instants up to 30 s ahead."""
     clock.set(T0)
     due = T0 + timedelta(seconds=20)
     one_off("soon", due)
 
+    run_due(clock, jobs=jobs)
+    assert not Occurrence.objects.exists()  # 20 s away: not yet
+    clock.set(due - timedelta(seconds=15))
     run_due(clock, jobs=jobs)
     planned = Occurrence.objects.get()
     assert (planned.scheduled_at, planned.due_at, planned.state) == (
@@ -229,11 +234,11 @@ def test_the_next_plan_pass_of_an_instant_at_year_one_is_still_an_instant_python
 def test_changing_a_run_time_one_off_withdraws_the_occurrence_planned_ahead(
     clock: FakeClock, jobs: Registry, root: User, ran: list[str], registered
 ) -> None:
-    """Planned at T0 for T0 + 20 s, moved to T0 + 25 s before it ran: only the new instant
+    """Planned at T0 for T0 + 10 s, moved to T0 + 13 s before it ran: only the new instant
     runs."""
     registered("tests.noop", lambda run: ran.append(run.scheduled_at.isoformat()), runtime=True)
     clock.set(T0)
-    old, new = T0 + timedelta(seconds=20), T0 + timedelta(seconds=25)
+    old, new = T0 + timedelta(seconds=10), T0 + timedelta(seconds=13)
     services.upsert_schedule(
         declaration("moved", job="tests.noop", timing=at(old)), actor=root, reason="t", now=T0
     )
@@ -270,12 +275,12 @@ def test_a_withdrawal_leaves_an_occurrence_a_claim_has_taken(clock: FakeClock) -
 def test_a_sync_that_moves_a_declared_one_off_withdraws_the_occurrence_planned_ahead(
     clock: FakeClock, registered
 ) -> None:
-    """The same as upsert, through ``jobs sync``: declared for T0 + 20 s and planned ahead,
-    then declared for T0 + 25 s: the old instant's occurrence is gone, the new one planned."""
+    """The same as upsert, through ``jobs sync``: declared for T0 + 10 s and planned ahead,
+    then declared for T0 + 13 s: the old instant's occurrence is gone, the new one planned."""
     from django_jobs.services import sync_schedules
 
     registered("tests.noop", lambda run: None)
-    old, new = T0 + timedelta(seconds=20), T0 + timedelta(seconds=25)
+    old, new = T0 + timedelta(seconds=10), T0 + timedelta(seconds=13)
     clock.set(T0)
     sync_schedules([declaration("moved", job="tests.noop", timing=at(old))], now=T0)
     run_due(clock)

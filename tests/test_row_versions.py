@@ -127,3 +127,34 @@ def test_a_skip_occurrences_claim_writes_its_guard_and_its_completion_leaves_the
     schedule.refresh_from_db()
     assert schedule.running_occurrence == following.occurrence_id
 
+
+@pytest.mark.django_db
+def test_a_recurring_allow_schedule_costs_four_versions_an_occurrence_and_one_a_batch(
+    inline_worker, clock
+) -> None:
+    """A schedule every second, planned ``PLAN_AHEAD_SECONDS`` (30 s) ahead once its next
+    instant comes within half of that (``worker.planning.due_within``), run by passes a second
+    apart: each occurrence costs 4 row versions (its row inserted, claimed, completed; its
+    Attempt row inserted when it ends), and its schedule's row one version a plan batch.
+    docs/performance.md ("Row versions") quotes the figures."""
+    jobs = Registry()
+    jobs.register("tests.noop", lambda run: None)
+    ScheduleFactory.create(overlap="allow", interval=timedelta(seconds=1), next_due_at=T0)
+    worker = inline_worker(jobs)
+    before = row_versions()
+    for second in range(60):
+        clock.set(T0 + timedelta(seconds=second))
+        worker.run_pass()
+    written = row_versions() - before
+    done = Occurrence.objects.filter(state=OccurrenceState.COMPLETED).count()
+    planned = Occurrence.objects.count()
+    assert done == 60
+    # Planned ahead but not yet due: inserted (1 version each), not yet claimed.
+    ahead = planned - done
+    assert written["occurrence"] == 3 * done + ahead
+    assert written["attempt"] == done
+    # Four plan batches in a minute: at T0 (instants to T0 + 30 s), then whenever the next
+    # instant came within half the window, 15 s (T0 + 16 s, 32 s, 48 s: to T0 + 78 s).
+    # Before #38, one a pass: 60.
+    assert planned == 79
+    assert written["schedule"] == 4, written

@@ -1,7 +1,8 @@
 """When this replica plans: the instant of its next plan pass, and the pass it runs then.
 
 ``Worker.serve`` plans only when a schedule may have come due: at the earliest ``next_due_at``
-of the schedules it may plan less ``PLAN_AHEAD_SECONDS`` (instants are planned that far ahead),
+of the schedules it may plan less half of ``PLAN_AHEAD_SECONDS`` (``planning.due_within``; their
+instants are then planned the whole window ahead),
 on a NOTIFY (an operator's enable or run-now, another replica's plan), and every
 ``POLL_SECONDS`` at the latest. ``Worker.run_pass`` plans at every step.
 """
@@ -16,7 +17,7 @@ import structlog
 from .. import store
 from ..conf import JobsSettings, get_settings
 from ..registry import Registry
-from .planning import PASS_BUDGET_SECONDS, PlanPass, plan_due
+from .planning import PASS_BUDGET_SECONDS, PlanPass, due_within, plan_due
 
 log = structlog.get_logger("django_jobs.worker")
 
@@ -72,7 +73,7 @@ class PlanCadence:
             now=now,
             exclude_keys=kill_switch.PAUSED_SCHEDULES,
             jobs=self.jobs(),
-            ahead=self.settings.plan_ahead,
+            ahead=due_within(self.settings.plan_ahead),
             queues=self.queues,
         )
         if due is not None:
@@ -149,7 +150,7 @@ class PlanCadence:
         # forward. A schedule changed without a notify waits at most that long.
         poll = now + self._poll()
         due = store.next_schedule_due(
-            exclude_keys=paused, jobs=jobs, ahead=self.settings.plan_ahead
+            exclude_keys=paused, jobs=jobs, ahead=due_within(self.settings.plan_ahead)
         )
         return poll if due is None else min(due, poll)
 

@@ -37,6 +37,16 @@ log = structlog.get_logger("django_jobs.planner")
 # between. The deadline reaches inside a decision too: counting a long gap stops at it
 # (``planner.PlanRequest.expired``), a day of instants after it at most.
 PASS_BUDGET_SECONDS = 0.5
+
+
+def due_within(ahead: timedelta) -> timedelta:
+    """How soon a schedule's next instant must be for a pass to plan it, with the plan-ahead
+    window ``ahead``: half of it. Its instants are then planned up to the whole window, so
+    its row is written once for every half window of its instants, not at every pass as each
+    comes within the window (#38; tests/test_row_versions.py)."""
+    return ahead / 2
+
+
 _FUTURE_SLACK = timedelta(hours=1)
 # The columns of a row the planner plans with, checked as the spec checks a declaration's.
 _PLANNED_COLUMNS = ("max_delay", "misfire", "overlap", "max_catchup")
@@ -98,8 +108,8 @@ def plan_due(
 
     Schedules named by the kill switch (``exclude_keys``) are not planned; with ``jobs``, only
     schedules of those jobs are. With ``budget_seconds``, schedules not decided within it are
-    left due for the next pass. With ``ahead``, schedules due within it are planned now, their
-    instants up to ``now + ahead`` on time (``planner.PlanRequest.ahead``).
+    left due for the next pass. With ``ahead``, schedules due within ``due_within(ahead)`` are
+    planned now, their instants up to ``now + ahead`` on time (``planner.PlanRequest.ahead``).
     """
     began = time.monotonic()  # a duration, not an instant: no clock needed
     began_cpu = time.thread_time()
@@ -107,7 +117,7 @@ def plan_due(
     result = PlanPass()
     with transaction.atomic():
         batch = store.read_plan_batch(
-            now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs, ahead=ahead
+            now=now, limit=limit, exclude_keys=exclude_keys, jobs=jobs, ahead=due_within(ahead)
         )
         for name, column in batch.unreadable:
             result.invalid.append(name)
