@@ -4,8 +4,10 @@ S occurrences of one schedule, planned before the clock starts (as ``PLAN_AHEAD_
 plans a burst), taken by W processes x C threads, each thread on its own connection (the clock
 starts once all have connected) doing nothing but: claim up to B due rows (``FOR UPDATE SKIP
 LOCKED``; state, lease, token and attempt count written), commit; complete them, each checked
-against its token, commit. No handler, no Python beyond the loop, no planner settings; with
-``attempts``, also one Attempt inserted per claim and ended at completion, as the worker does.
+against its token, commit. No handler, no Python beyond the loop, no planner settings. With
+``attempts`` (``ATTEMPT_ROWS``): ``none``; ``at claim``, one Attempt inserted per claim and
+ended at completion, as the worker did before #38; ``at end``, one Attempt inserted by the
+completion, as the worker does since (the attempt lives on the occurrence row until it ends).
 
 It is not a design: it leaves out what the worker must do (overlap guards, lost attempts,
 forged rows, the kill switch, values Python cannot load, timeouts). It says how fast this
@@ -43,6 +45,13 @@ UPDATE django_jobs_occurrence o SET state = 'completed', finished_at = now(), le
     lease_expires_at = NULL
 FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
 WHERE o.id = t.id AND o.fencing_token = t.token AND o.state = 'processing'"""
+# The history row written once, with the completion (#38).
+ENDED = """
+INSERT INTO django_jobs_attempt (occurrence_id, number, fencing_token, replica, trigger,
+    started_at, finished_at, outcome, error_type, error_message)
+SELECT id, 1, token, %(owner)s, 'schedule', now(), now(), 'succeeded', '', ''
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)"""
+ATTEMPT_ROWS = ("none", "at claim", "at end")
 END_ATTEMPT = """
 UPDATE django_jobs_attempt a SET outcome = 'succeeded', finished_at = now()
 FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
@@ -56,24 +65,26 @@ SELECT gen_random_uuid(), %(schedule)s, '', now() - g * interval '1 microsecond'
 FROM generate_series(1, %(count)s) AS g"""
 
 
-def _thread(url: str, owner: str, batch: int, attempts: bool, ready: Any) -> None:
+def _thread(url: str, owner: str, batch: int, attempts: str, ready: Any) -> None:
     with psycopg.connect(url, autocommit=True, application_name=f"perf-{owner}") as conn:
         ready.wait()  # every thread connected: the clock starts
         while True:
             with conn.transaction():
                 rows = conn.execute(CLAIM, {"owner": owner, "batch": batch}).fetchall()
                 taken = {"ids": [r[0] for r in rows], "tokens": [r[1] for r in rows]}
-                if rows and attempts:
+                if rows and attempts == "at claim":
                     conn.execute(START, {**taken, "owner": owner})
             if not rows:
                 return
             with conn.transaction():
                 conn.execute(COMPLETE, taken)
-                if attempts:
+                if attempts == "at claim":
                     conn.execute(END_ATTEMPT, taken)
+                elif attempts == "at end":
+                    conn.execute(ENDED, {**taken, "owner": owner})
 
 
-def _process(url: str, name: str, threads: int, batch: int, attempts: bool, ready: Any) -> None:
+def _process(url: str, name: str, threads: int, batch: int, attempts: str, ready: Any) -> None:
     running = [
         threading.Thread(target=_thread, args=(url, f"{name}-{n}", batch, attempts, ready))
         for n in range(threads)
@@ -85,7 +96,7 @@ def _process(url: str, name: str, threads: int, batch: int, attempts: bool, read
 
 
 def run(
-    db: Database, *, schedules: int, replicas: int, concurrency: int, batch: int, attempts: bool
+    db: Database, *, schedules: int, replicas: int, concurrency: int, batch: int, attempts: str
 ) -> dict[str, Any]:
     from django.db import connection
 
@@ -115,7 +126,7 @@ def run(
     spent = Counters.read(db, []) - before
     done = completed(db)
     return {
-        "scenario": f"SQL floor ({'with' if attempts else 'no'} Attempt rows)",
+        "scenario": f"SQL floor (Attempt rows: {attempts})",
         "schedules": schedules,
         "replicas": replicas,
         "concurrency": concurrency,

@@ -334,6 +334,7 @@ def burst(
         },
         "sync_reports": watch.reports,
         "makespan_vs_procrastinate": None,
+        "makespan_vs_floor": None,
     }
 
 
