@@ -2,14 +2,13 @@
 row, and an ``Attempt`` row is history, inserted once when the attempt ends.
 
 Adds ``Occurrence.attempt_started_at`` (when the current attempt started running; NULL while
-it is claimed ahead of a free run thread): a nullable column, so no table rewrite. Then moves
-what the open Attempt rows of processing occurrences said (``running`` since when, or only
-``claimed``) onto their occurrence and deletes those rows; their history row is written when
-they end, as for every attempt claimed from now on. Reversed, the open rows are written back.
-
-A replica of the release before keeps working through a rolling upgrade: it inserts an open
-row when it claims, which this release's ending write completes in place (``ON CONFLICT``),
-and a takeover of such a lease counts it as started if its open row says so.
+it is claimed ahead of a free run thread): a nullable column, so no table rewrite. Then copies
+what the open Attempt rows of processing occurrences say (``running`` since when) onto their
+occurrence. The open rows stay: replicas of the release before may still be running them
+(migrations run while they serve), and they read and end them by updating them. This
+release ends them in place too (``ON CONFLICT``), and a takeover trusts an open row's
+outcome over the occurrence's column; so does every reader (``attempts_so_far``).
+Reversed, the open rows are written for the attempts that have none.
 """
 
 from django.db import migrations, models
@@ -19,9 +18,6 @@ UPDATE django_jobs_occurrence o SET attempt_started_at = a.started_at
 FROM django_jobs_attempt a
 WHERE o.state = 'processing' AND a.occurrence_id = o.id
   AND a.fencing_token = o.fencing_token AND a.outcome = 'running';
-DELETE FROM django_jobs_attempt a USING django_jobs_occurrence o
-WHERE a.occurrence_id = o.id AND o.state = 'processing'
-  AND a.fencing_token = o.fencing_token AND a.outcome IN ('running', 'claimed');
 """
 
 BACKWARD = """

@@ -113,14 +113,16 @@ def locked(schedule: Schedule) -> Schedule:
 def occurrence_row(occurrence: Occurrence, *, lock: bool) -> tuple[Schedule, Occurrence]:
     """The occurrence row the caller's object names by its primary key, and that row's own
     schedule (never the caller's ``occurrence.schedule``). When the service writes, the
-    schedule is locked first (the order every writer takes them in) and the occurrence read
-    again after the lock, so the service decides with its state as of the lock."""
+    schedule is locked first (the order every writer takes them in), then the occurrence
+    (``FOR UPDATE``: a claim or an ending write of it waits for the service's transaction),
+    so the service decides, and its statement reads, the occurrence as it is under the lock
+    (a cancel racing a claim wrote no history row for the claimed attempt otherwise)."""
     pk = primary_key(Occurrence, occurrence)
     row = Occurrence.objects.filter(pk=pk).first() if pk is not None else None
     if row is not None:
         rows = Schedule.objects.select_for_update() if lock else Schedule.objects.all()
         schedule = rows.get(pk=row.schedule_id)  # PROTECT: an occurrence keeps its schedule
-        row = Occurrence.objects.filter(pk=pk).first() if lock else row
+        row = Occurrence.objects.select_for_update().filter(pk=pk).first() if lock else row
     if row is None:
         raise JobsError(f"no occurrence with id {shown(occurrence)}")
     return schedule, row

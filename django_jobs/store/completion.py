@@ -13,7 +13,7 @@ from psycopg.types.json import Jsonb
 from ..clock import ensure_aware_utc
 from ..models import AttemptOutcome
 from ..safe_error import SafeError
-from ._sql import _named_rows, load_queries
+from ._sql import _execute, _named_rows, load_queries
 from .records import Lease, WriteResult, _lease_arrays, _lease_one
 
 QUERIES = load_queries("completion")
@@ -45,7 +45,8 @@ def _fenced_write(
 
     An accepted lease's attempt gets its history row (``Attempt``) with ``outcome``, inserted
     in the same statement: the only Attempt row write of an attempt. A refused one's row,
-    written by the claim that took its lease over, becomes ``fenced_out``. No
+    written by the claim that took its lease over, becomes ``fenced_out``, in a second
+    statement (only when a lease was refused). No
     schedule row is written: a schedule's last completion is read from its occurrences
     (``services.with_recovery_points``), and an overlap skip/queue schedule's guard
     (``running_occurrence``) stays on the occurrence it guarded, which a claim passes once
@@ -73,8 +74,11 @@ def _fenced_write(
     rows = _named_rows(statement, params)
     done = {row.id for row in rows if row.accepted}
     skipped = {row.id for row in rows if not row.accepted}  # locked: neither
-    ids = {lease.occurrence_id for lease in leases}
-    return WriteResult(accepted=frozenset(done), refused=frozenset(ids - done - skipped))
+    refused = {lease.occurrence_id for lease in leases} - done - skipped
+    if refused:
+        stale = _lease_arrays([lease for lease in leases if lease.occurrence_id in refused])
+        _execute(QUERIES["fenced_out"], {**params, **stale})
+    return WriteResult(accepted=frozenset(done), refused=frozenset(refused))
 
 
 def complete(leases: Sequence[Lease], *, now: datetime, result: Any = None) -> WriteResult:

@@ -46,11 +46,14 @@ WITH due AS (
            o.state = %(processing)s AS held, o.lease_owner AS holder, o.attempts AS held_number,
            o.fencing_token AS held_token, o.trigger AS held_trigger,
            COALESCE(o.attempt_started_at, o.started_at, %(now)s) AS held_since,
-           -- A lapsed lease whose attempt had started: a lost attempt. (Or whose open
-           -- Attempt row says so: a claim by the release before #38, in a rolling upgrade.)
-           CASE WHEN o.state = %(processing)s THEN o.attempt_started_at IS NOT NULL OR EXISTS (
-               SELECT 1 FROM {attempt} a WHERE a.occurrence_id = o.id
-                 AND a.fencing_token = o.fencing_token AND a.outcome = %(attempt_running)s)
+           -- A lapsed lease whose attempt had started: a lost attempt. An open Attempt row
+           -- of the attempt (a claim by the release before #38, in a rolling upgrade: it
+           -- leaves attempt_started_at as the attempt before had it) says so instead.
+           CASE WHEN o.state = %(processing)s THEN COALESCE((
+               SELECT a.outcome = %(attempt_running)s FROM {attempt} a
+               WHERE a.occurrence_id = o.id AND a.fencing_token = o.fencing_token
+                 AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s)),
+               o.attempt_started_at IS NOT NULL)
            ELSE false END AS lapsed
     FROM {occurrence} o
     -- A lateral lookup the planner cannot turn into a hash join: the claim walks the

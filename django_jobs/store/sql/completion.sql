@@ -22,6 +22,17 @@ last_error_type = %(error_type)s, last_error_message = %(error_message)s
 state = CASE WHEN o.trigger = %(trigger_retry)s THEN %(failed)s ELSE %(scheduled)s END,
 due_at = %(now)s
 
+-- name: fenced_out
+-- The attempts of refused leases (their token stale): fenced_out, on the history row the
+-- claim that took each over wrote (lease_lost), or an open row of the release before #38.
+-- Its own statement, after the fenced write: a takeover that committed while that write
+-- waited for the row is in this statement's snapshot, not in the write's.
+UPDATE {attempt} a SET outcome = %(attempt_fenced_out)s, finished_at = %(now)s,
+    error_type = %(error_type)s, error_message = %(error_message)s
+FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
+WHERE a.occurrence_id = t.id AND a.fencing_token = t.token
+  AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
+
 -- name: excuse_outage
 WITH counted AS (
     SELECT a.id FROM {attempt} a

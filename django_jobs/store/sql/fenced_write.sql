@@ -1,8 +1,10 @@
 -- The fenced write that ends attempts (sql/completion.sql names what it sets: {accepted}).
 -- An accepted lease's attempt gets its history row, with %(outcome)s: inserted here, the one
--- Attempt row write of an attempt (its claim wrote none). A refused one's row, written by the
--- claim that took the lease over (lease_lost), becomes fenced_out. An open row a claim by the
--- release before #38 inserted (running, claimed) is ended in place, in a rolling upgrade.
+-- Attempt row write of an attempt (its claim wrote none). An open row a claim by the release
+-- before #38 inserted (running, claimed) is ended in place, in a rolling upgrade. A refused
+-- one's row, written by the claim that took the lease over (lease_lost), becomes fenced_out
+-- in a statement of its own (completion.sql, fenced_out), which sees that claim however
+-- late it committed.
 
 -- name: fenced_write
 WITH input AS (
@@ -39,15 +41,6 @@ ended AS (
             error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message
         WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s,
                                     %(attempt_lease_lost)s)
-),
-refused AS (
-    UPDATE {attempt} a SET outcome = %(attempt_fenced_out)s, finished_at = %(now)s,
-        error_type = %(error_type)s, error_message = %(error_message)s
-    FROM input
-    WHERE a.occurrence_id = input.id AND a.fencing_token = input.token
-      AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
-      AND a.occurrence_id NOT IN (SELECT id FROM done)
-      AND (NOT %(skip_locked)s OR a.occurrence_id IN (SELECT id FROM free))
 )
 -- No schedule row is written. A schedule's last completion is read from its occurrences
 -- (services.with_recovery_points), and the overlap guard of a skip/queue schedule is left
@@ -86,12 +79,5 @@ ended AS (
             error_type = EXCLUDED.error_type, error_message = EXCLUDED.error_message
         WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s,
                                     %(attempt_lease_lost)s)
-),
-refused AS (
-    UPDATE {attempt} a SET outcome = %(attempt_fenced_out)s, finished_at = %(now)s,
-        error_type = %(error_type)s, error_message = %(error_message)s
-    WHERE a.occurrence_id = %(id)s AND a.fencing_token = %(token)s
-      AND a.outcome IN (%(attempt_running)s, %(attempt_claimed)s, %(attempt_lease_lost)s)
-      AND NOT EXISTS (SELECT 1 FROM done)
 )
 SELECT id, true AS accepted FROM done
