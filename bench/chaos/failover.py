@@ -132,7 +132,12 @@ def _first_claims(db: Rows, replicas: list[str], since: datetime) -> list[tuple[
         return [
             (str(replica), first)
             for replica, first in db.rows(
-                "SELECT replica, min(started_at) FROM django_jobs_attempt"
+                # Ended attempts' rows, and the attempts holding a lease, which are on their
+                # occurrence rows until they end (#38).
+                "SELECT replica, min(started_at) FROM ("
+                " SELECT replica, started_at FROM django_jobs_attempt"
+                " UNION ALL SELECT lease_owner, started_at FROM django_jobs_occurrence"
+                " WHERE state = 'processing') a"
                 " WHERE replica = ANY(%s) AND started_at > %s GROUP BY replica",
                 [replicas, since],
             )

@@ -229,12 +229,18 @@ class StartUp:
 
 
 def first_claims() -> dict[str, datetime]:
-    """Each replica's first attempt's start, read on the runner's own connection (kept open,
-    so polling it costs the server no new backend)."""
+    """Each replica's first attempt's start (an ended attempt's row, or a lease held, on its
+    occurrence row until it ends), read on the runner's own connection (kept open, so
+    polling it costs the server no new backend)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT replica, min(started_at) FROM django_jobs_attempt GROUP BY 1")
+        cursor.execute(
+            "SELECT replica, min(started_at) FROM ("
+            " SELECT replica, started_at FROM django_jobs_attempt"
+            " UNION ALL SELECT lease_owner, started_at FROM django_jobs_occurrence"
+            " WHERE state = 'processing') a GROUP BY 1"
+        )
         return dict(cursor.fetchall())
 
 

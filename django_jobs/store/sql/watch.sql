@@ -48,11 +48,11 @@ LIMIT %(limit)s
 -- or was lost in (%(since)s, %(now)s], newest first, %(limit)s of them, and how many there
 -- are. No index holds an occurrence's finish (a failed one has no finished_at; its attempt
 -- has), so they are looked for among the newest %(scan)s attempts: a backwards walk of the
--- attempt table's primary key (attempts are numbered as they are claimed), then the
--- occurrence of each failed one by its primary key. attempts_read and read_since say how far
--- back that walk went: fewer than %(scan)s attempts read, or the oldest read started at or
--- before %(since)s, and the window was covered (but for an attempt that started before it
--- and ran longer than the newest %(scan)s claims took). No failure yields one row of NULLs.
+-- attempt table's primary key (a row is inserted when its attempt ends, so they are numbered
+-- as they end), then the occurrence of each failed one by its primary key. attempts_read and
+-- read_since say how far back that walk went: fewer than %(scan)s attempts read, or the
+-- earliest end read at or before %(since)s, and the window was covered. No failure yields
+-- one row of NULLs.
 WITH newest AS MATERIALIZED (
     SELECT a.occurrence_id, a.number, a.started_at, a.finished_at, a.outcome,
            a.error_type, a.error_message
@@ -61,7 +61,7 @@ WITH newest AS MATERIALIZED (
     LIMIT %(scan)s
 ),
 reach AS (
-    SELECT count(*) AS attempts_read, min(n.started_at) AS read_since FROM newest n
+    SELECT count(*) AS attempts_read, min(n.finished_at) AS read_since FROM newest n
 ),
 failed AS (
     SELECT o.id, s.tenant, s.key, o.state, o.attempts, o.queue, n.finished_at AS failed_at,
