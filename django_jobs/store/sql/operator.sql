@@ -9,6 +9,20 @@ WHERE id = %(id)s AND schedule_id = %(schedule)s AND tenant = %(tenant)s
   AND state IN (%(dead)s, %(failed)s, %(skipped)s, %(completed)s, %(cancelled)s)
 RETURNING id
 
+-- name: cancelled_attempts
+-- Not a statement: the CTE of both cancels below that writes each cancelled attempt's history
+-- row (its claim wrote none; an open row a claim by the release before #38 inserted is ended
+-- in place), from ``held`` (the rows as they were) and ``gone`` (the rows cancelled).
+INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
+                       started_at, finished_at, outcome, error_type, error_message)
+SELECT gone.id, gone.attempts, gone.fencing_token, held.lease_owner, gone.trigger,
+       gone.since, %(now)s, %(attempt_cancelled)s, '', ''
+FROM gone JOIN held ON held.id = gone.id
+WHERE held.state = %(processing)s AND gone.attempts > 0
+ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
+    SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at
+    WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
+
 -- name: cancel_running
 -- The occurrences as they are before this statement (``gone`` clears their lease owner).
 WITH held AS (
@@ -22,19 +36,7 @@ gone AS (
     RETURNING id, fencing_token, attempts, trigger,
               COALESCE(attempt_started_at, started_at, %(now)s) AS since
 ),
--- The cancelled attempt's history row (its claim wrote none; an open row a claim by the
--- release before #38 inserted is ended in place).
-ended AS (
-    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
-                           started_at, finished_at, outcome, error_type, error_message)
-    SELECT gone.id, gone.attempts, gone.fencing_token, held.lease_owner, gone.trigger,
-           gone.since, %(now)s, %(attempt_cancelled)s, '', ''
-    FROM gone JOIN held ON held.id = gone.id
-    WHERE held.state = %(processing)s AND gone.attempts > 0
-    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
-        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at
-        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
-),
+ended AS ({cancelled_attempts}),
 freed AS (
     UPDATE {schedule} SET running_occurrence = NULL
     WHERE id = %(schedule)s AND tenant = %(tenant)s
@@ -57,19 +59,7 @@ gone AS (
     RETURNING id, fencing_token, attempts, trigger,
               COALESCE(attempt_started_at, started_at, %(now)s) AS since
 ),
--- The cancelled attempt's history row (its claim wrote none; an open row a claim by the
--- release before #38 inserted is ended in place).
-ended AS (
-    INSERT INTO {attempt} (occurrence_id, number, fencing_token, replica, trigger,
-                           started_at, finished_at, outcome, error_type, error_message)
-    SELECT gone.id, gone.attempts, gone.fencing_token, held.lease_owner, gone.trigger,
-           gone.since, %(now)s, %(attempt_cancelled)s, '', ''
-    FROM gone JOIN held ON held.id = gone.id
-    WHERE held.state = %(processing)s AND gone.attempts > 0
-    ON CONFLICT (occurrence_id, fencing_token) DO UPDATE
-        SET outcome = EXCLUDED.outcome, finished_at = EXCLUDED.finished_at
-        WHERE {attempt}.outcome IN (%(attempt_running)s, %(attempt_claimed)s)
-),
+ended AS ({cancelled_attempts}),
 freed AS (
     UPDATE {schedule} SET running_occurrence = NULL
     WHERE id = %(schedule)s AND tenant = %(tenant)s
