@@ -254,3 +254,24 @@ def test_migration_0022_copies_open_rows_onto_their_occurrence_and_keeps_them() 
     )
     assert store.complete([lease], now=T0 + 3 * S).accepted
     assert rows(running_id) == [(1, AttemptOutcome.SUCCEEDED, "w1")]
+
+
+def test_a_run_the_worker_starts_at_once_is_recorded_started_behind_a_dead_lettered_row() -> None:
+    """A claim's runs are numbered as the worker counts them: a row a lost attempt
+    dead-letters in the same claim is not one. Numbered with it, the first run (which the
+    worker starts at once, ``start_now=1``) was recorded claimed ahead, so a crash of its
+    replica cost no attempt: a crasher started 4 times with ``max_attempts`` 3 in the
+    failover campaign of 2026-12-07."""
+    crasher = ScheduleFactory.create(max_attempts=1)
+    plan(crasher, T0, now=T0)
+    (lost,) = claim("w1", T0 + S)  # started at once; its replica dies
+    later = ScheduleFactory.create()
+    # Due after the lost lease lapsed: in claim order, behind the row the claim dead-letters.
+    (run_id,) = plan(later, lost.expires_at + S / 2, now=T0)
+    runs = store.claim_runs(
+        owner="w2", now=T0 + S + LEASE + S, lease_for=LEASE, limit=5, start_now=1
+    )
+    assert runs.dead == [lost.occurrence_id]
+    assert [lease.occurrence_id for lease, _ in runs.runs] == [run_id]
+    (started,) = Occurrence.objects.get(pk=run_id).attempts_so_far()
+    assert started.outcome == AttemptOutcome.RUNNING

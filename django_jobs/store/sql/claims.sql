@@ -39,7 +39,7 @@ SELECT set_config('enable_sort', %(enable_sort)s, true),
 -- (models.occurrences.PRIORITY_MINUTES), the expression of the claim index.
 WITH due AS (
     SELECT o.id, o.due_at, django_jobs_claim_order(o.due_at, o.priority) AS claim_order,
-           o.schedule_id, s.overlap, s.max_attempts,
+           o.schedule_id, s.overlap, s.max_attempts, o.failures,
            o.tenant <> s.tenant AS forged, v.overlapped, v.late,
            -- The attempt holding the lease (processing: its lease has lapsed), as the row
            -- has it before this statement: its history row is written here (``lost``).
@@ -126,8 +126,14 @@ WITH due AS (
     LIMIT %(limit)s
     FOR UPDATE OF o SKIP LOCKED
 ),
+-- ``place``: the row's place among the runs this claim returns, in their order (a forged row
+-- and one a lost attempt dead-letters are picked but not run): the worker starts the first
+-- ``start_now`` of them at once and marks the rest started when a thread takes them, so
+-- ``claimed`` records as started exactly those it starts at once.
 picked AS (
-    SELECT ranked.*, row_number() OVER (ORDER BY claim_order, id) AS place FROM (
+    SELECT ranked.*, count(*) FILTER (
+        WHERE NOT forged AND NOT (lapsed AND failures + 1 >= max_attempts)
+    ) OVER (ORDER BY claim_order, id) AS place FROM (
         SELECT due.*, row_number() OVER (
             PARTITION BY schedule_id ORDER BY claim_order, id) AS nth
         FROM due WHERE NOT overlapped AND NOT late
