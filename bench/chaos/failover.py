@@ -32,7 +32,7 @@ import psycopg
 
 from ..postgres import Database
 from .faults import Fault
-from .history import AttemptRow, Findings, Rows
+from .history import ATTEMPTS, AttemptRow, Findings, Rows
 from .misbehaviour import CRASHER
 from .replicas import Incarnation, Slot
 
@@ -132,12 +132,7 @@ def _first_claims(db: Rows, replicas: list[str], since: datetime) -> list[tuple[
         return [
             (str(replica), first)
             for replica, first in db.rows(
-                # Ended attempts' rows, and the attempts holding a lease, which are on their
-                # occurrence rows until they end (#38).
-                "SELECT replica, min(started_at) FROM ("
-                " SELECT replica, started_at FROM django_jobs_attempt"
-                " UNION ALL SELECT lease_owner, started_at FROM django_jobs_occurrence"
-                " WHERE state = 'processing') a"
+                f"SELECT replica, min(started_at) FROM ({ATTEMPTS}) a"
                 " WHERE replica = ANY(%s) AND started_at > %s GROUP BY replica",
                 [replicas, since],
             )

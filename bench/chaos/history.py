@@ -29,23 +29,26 @@ class AttemptRow(NamedTuple):
     error_message: str
 
 
+# Every attempt as a table (SQL): the ended ones' rows, and the attempt holding a processing
+# occurrence's lease, read from its row (its Attempt row is written when it ends, #38:
+# ``Occurrence.current_attempt``). The columns of ``AttemptRow``, after ``occurrence_id``.
+ATTEMPTS = (
+    "SELECT occurrence_id, number, fencing_token, replica, started_at, finished_at,"
+    " outcome, error_type, error_message FROM django_jobs_attempt"
+    " UNION ALL"
+    " SELECT o.id, o.attempts, o.fencing_token, o.lease_owner,"
+    " COALESCE(o.attempt_started_at, o.started_at), NULL,"
+    " CASE WHEN o.attempt_started_at IS NULL THEN 'claimed' ELSE 'running' END, '', ''"
+    " FROM django_jobs_occurrence o WHERE o.state = 'processing' AND o.attempts > 0"
+    " AND NOT EXISTS (SELECT 1 FROM django_jobs_attempt a"
+    " WHERE a.occurrence_id = o.id AND a.fencing_token = o.fencing_token)"
+)
+
+
 def attempts_by_occurrence(db: Rows) -> dict[Any, list[AttemptRow]]:
-    """Every occurrence's attempts, in order: the ended ones' rows, and the attempt holding a
-    processing occurrence's lease, read from its row (its Attempt row is written when it ends:
-    ``Occurrence.current_attempt``)."""
+    """Every occurrence's attempts, in order (``ATTEMPTS``)."""
     found: dict[Any, list[AttemptRow]] = defaultdict(list)
-    for occurrence, *row in db.rows(
-        "SELECT occurrence_id, number, fencing_token, replica, started_at, finished_at,"
-        " outcome, error_type, error_message FROM django_jobs_attempt"
-        " UNION ALL"
-        " SELECT o.id, o.attempts, o.fencing_token, o.lease_owner,"
-        " COALESCE(o.attempt_started_at, o.started_at), NULL,"
-        " CASE WHEN o.attempt_started_at IS NULL THEN 'claimed' ELSE 'running' END, '', ''"
-        " FROM django_jobs_occurrence o WHERE o.state = 'processing' AND o.attempts > 0"
-        " AND NOT EXISTS (SELECT 1 FROM django_jobs_attempt a"
-        " WHERE a.occurrence_id = o.id AND a.fencing_token = o.fencing_token)"
-        " ORDER BY 1, 2"
-    ):
+    for occurrence, *row in db.rows(f"{ATTEMPTS} ORDER BY 1, 2"):
         found[occurrence].append(AttemptRow(*row))
     return found
 

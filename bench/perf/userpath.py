@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..chaos.history import ATTEMPTS
 from ..postgres import ROOT, Database
 from .declared.schedules import declarations, environment
 from .measure import Counters, TableWrites, peak_rss_mb, table_writes, writes_between
@@ -235,12 +236,7 @@ def first_claims() -> dict[str, datetime]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT replica, min(started_at) FROM ("
-            " SELECT replica, started_at FROM django_jobs_attempt"
-            " UNION ALL SELECT lease_owner, started_at FROM django_jobs_occurrence"
-            " WHERE state = 'processing') a GROUP BY 1"
-        )
+        cursor.execute(f"SELECT replica, min(started_at) FROM ({ATTEMPTS}) a GROUP BY 1")
         return dict(cursor.fetchall())
 
 
