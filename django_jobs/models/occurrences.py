@@ -199,6 +199,16 @@ class Occurrence(models.Model):
                 name="django_jobs_occurrence_running",
                 condition=Q(state=OccurrenceState.PROCESSING),
             ),
+            # Whether a schedule has an occurrence processing: the overlap check of every
+            # claimed row of a skip/queue schedule, one probe of that schedule's entries. On
+            # django_jobs_occurrence_running instead, filtered by schedule, each probe read
+            # every entry of the index, a burst's dead ones too: most of a claim's time
+            # (issue #38, docs/performance.md).
+            models.Index(
+                fields=["schedule"],
+                name="django_jobs_occurrence_holding",
+                condition=Q(state=OccurrenceState.PROCESSING),
+            ),
             models.Index(fields=["schedule", "-scheduled_at"], name="django_jobs_occurrence_sched"),
             # The plan pass: a schedule's unfinished occurrences (missed, running), without
             # walking its history.
