@@ -356,66 +356,34 @@ def test_an_outage_inside_run_atomic_is_not_a_failure(clock) -> None:
     assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]
 
 
-def waiting_run(clock, ran: list[int]) -> tuple[UUID, Worker]:
-    """An occurrence due at ``T0`` of a handler that appends its token to ``ran``, and a
-    threaded worker (not serving) whose run threads a test hands a claimed run to."""
+def test_a_run_claimed_ahead_and_taken_over_before_a_thread_started_it_never_runs(clock) -> None:
+    """The crash-loop bound of the 30-minute campaign (seed 20261201, 4 starts of a crasher
+    with ``max_attempts`` 3): a replica claimed a run ahead, another took it over before a
+    thread got to it, and the first replica, not yet told by its lease keeper, started it
+    anyway under its stale token. Its start is now refused, and the handler never runs."""
+    ran: list[int] = []
     jobs = Registry()
     jobs.register("tests.counted", lambda run: ran.append(run.fencing_token))
     schedule = ScheduleFactory.create(job="tests.counted", max_attempts=3)
     (occurrence_id,) = plan(schedule, T0, now=T0)
     clock.set(T0)
-    return occurrence_id, Worker(replica_id="ahead", clock=clock, jobs=jobs, listen=False)
-
-
-def test_a_run_whose_lease_lapsed_before_a_thread_took_it_never_runs(clock) -> None:
-    """A run waits for a thread (claimed ahead) past its lease's margin: its replica was
-    paused or frozen, and another replica took the occurrence over before a thread got to it.
-    The first replica, not yet told by its lease keeper, must not start it under its stale
-    token (the crash-loop bound of the 30-minute campaign, seed 20261201: 4 starts of a crasher
-    with ``max_attempts`` 3). Its claim recorded it started, so the takeover counted the
-    attempt lost; the thread gives it back instead of running it, which the fence refuses."""
-    ran: list[int] = []
-    occurrence_id, worker = waiting_run(clock, ran)
+    worker = Worker(replica_id="ahead", clock=clock, jobs=jobs, listen=False)
     try:
-        ((stale, row),) = store.claim_runs(owner="ahead", now=T0, lease_for=LEASE, limit=1).runs
-        (current,) = claim("next", T0 + LATER)  # the lease lapsed: taken over
+        ((stale, row),) = store.claim_runs(
+            owner="ahead", now=T0, lease_for=LEASE, limit=1, start_now=0
+        ).runs
+        (current,) = claim("next", T0 + LATER)  # the lease lapsed: taken over, not started
         clock.set(T0 + LATER)
         before = worker._tally.snapshot()
-        worker._threads.start(stale, row, T0 + LATER)
+        worker._threads.start(stale, row, T0 + LATER, ahead=True)
         wait_until(lambda: not worker.inflight.all(), what="the stale run to end")
         assert (worker._tally.snapshot() - before) == {"lease_lost": 1}
     finally:
         worker.close()
     assert ran == []
-    # Lost at the takeover; its refused give-back says so on the same history row.
-    assert outcomes(occurrence_id) == [AttemptOutcome.FENCED_OUT, AttemptOutcome.RUNNING]
+    assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED, AttemptOutcome.RUNNING]
     assert Occurrence.objects.get(pk=occurrence_id).lease_owner == "next"
     assert current.token > stale.token
-
-
-def test_a_run_whose_lease_went_unconfirmed_while_it_waited_is_given_back_unstarted(
-    clock,
-) -> None:
-    """The same wait, but nobody took the occurrence over yet: the thread gives it back
-    (``unstarted``, no failure counted), due again at once, rather than start a run whose
-    lease it cannot vouch for."""
-    ran: list[int] = []
-    occurrence_id, worker = waiting_run(clock, ran)
-    try:
-        ((lease, row),) = store.claim_runs(owner="ahead", now=T0, lease_for=LEASE, limit=1).runs
-        clock.set(lease.expires_at - timedelta(seconds=1))  # inside the margin, not lapsed
-        worker._threads.start(lease, row, clock.now())
-        wait_until(lambda: not worker.inflight.all(), what="the unconfirmed run to end")
-    finally:
-        worker.close()
-    assert ran == []
-    occurrence = Occurrence.objects.get(pk=occurrence_id)
-    assert (occurrence.state, occurrence.failures, occurrence.lease_owner) == (
-        OccurrenceState.SCHEDULED,
-        0,
-        "",
-    )
-    assert outcomes(occurrence_id) == [AttemptOutcome.UNSTARTED]
 
 
 @pytest.mark.parametrize("error", [SystemExit(1), KeyboardInterrupt()])

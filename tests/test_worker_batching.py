@@ -1,6 +1,5 @@
 """The hot path's batching: completions group-committed by the completer, claims made ahead of
-the free run threads while runs are short, every run a claim takes recorded started by that
-claim. Each keeps fencing and leases intact."""
+the free run threads while runs are short. Each keeps fencing and leases intact."""
 
 from __future__ import annotations
 
@@ -133,46 +132,6 @@ def test_a_replica_whose_runs_are_long_claims_only_what_it_can_start(clock) -> N
     assert Occurrence.objects.filter(state=OccurrenceState.COMPLETED).count() == 2
 
 
-def test_a_claim_records_every_run_it_takes_started_those_waiting_for_a_thread_too(
-    clock, quick_runs_are_short
-) -> None:
-    """No start of its own for a run claimed ahead (a statement and a commit for every few
-    runs in a burst, issue #38): its claim recorded it started, so from the claim on a lapse
-    of its lease is a lost attempt, as for the run on the thread."""
-    jobs = Registry()
-    entered: list[object] = []
-    release = threading.Event()
-
-    def gate(run: Run) -> None:
-        entered.append(run.scheduled_at)
-        release.wait(10)
-
-    jobs.register("tests.quick", lambda run: None)
-    jobs.register("tests.gate", gate)
-    plan(ScheduleFactory.create(job="tests.quick"), T0, now=T0)
-    gated = ScheduleFactory.create(job="tests.gate")
-    plan(gated, *[T0 + timedelta(seconds=n) for n in range(1, 5)], now=T0)
-    clock.set(T0 + timedelta(seconds=5))
-    worker = _worker(jobs, clock, concurrency=1, ahead=3)
-    try:
-        assert worker.step() == (1, 1)  # the quick run: now runs are known to be short
-        wait_until(lambda: not worker._busy(), what="the quick run and its completion")
-        assert worker.step() == (4, 4), "short runs: the free thread and three ahead"
-        wait_until(lambda: len(entered) == 1, what="the first gated run to start")
-        waiting = Occurrence.objects.filter(schedule=gated, state=OccurrenceState.PROCESSING)
-        assert waiting.count() == 4
-        assert not waiting.filter(attempt_started_at__isnull=True).exists()
-        assert len(entered) == 1, "three still wait for the one thread"
-        release.set()
-        wait_until(lambda: not worker._busy(), what="the gated runs and their completions")
-    finally:
-        release.set()
-        worker.close()
-    assert len(entered) == 4
-    done = Occurrence.objects.filter(schedule=gated, state=OccurrenceState.COMPLETED)
-    assert done.count() == 4
-
-
 def test_occurrences_claimed_ahead_are_released_unrun_on_shutdown(
     clock, quick_runs_are_short
 ) -> None:
@@ -209,8 +168,7 @@ def test_occurrences_claimed_ahead_are_released_unrun_on_shutdown(
     gated_rows = Occurrence.objects.filter(schedule=gated)
     assert {o.state for o in gated_rows} == {OccurrenceState.SCHEDULED}
     assert all(o.lease_owner == "" for o in gated_rows)
-    # The started run was released; the two claimed ahead say they never started (their claim
-    # recorded them started: the release says what happened).
+    # The started run was released; the two claimed ahead say they never started.
     assert sorted(
         Attempt.objects.filter(occurrence__schedule=gated).values_list("outcome", flat=True)
     ) == [AttemptOutcome.RELEASED, AttemptOutcome.UNSTARTED, AttemptOutcome.UNSTARTED]

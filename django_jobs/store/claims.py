@@ -92,9 +92,9 @@ def claim_runs(
     each with its schedule (the ``RUN_FIELDS`` loaded).
 
     Due means: scheduled or waiting for a retry with ``due_at <= now``, or processing with a
-    lease that expired at or before ``now``. The first ``start_now`` (default: all, as the
-    worker asks) start at once; the rest are claimed unstarted until ``mark_started``. Steps,
-    in one statement (``claim`` in sql/claims.sql):
+    lease that expired at or before ``now``. The first ``start_now`` (default: all) start at
+    once; the rest are claimed ahead of a free run thread, unstarted (``attempt_started_at``
+    NULL) until ``mark_started``. Steps, in one statement (``claim`` in sql/claims.sql):
 
     1. pick due rows of enabled, active schedules ``FOR UPDATE SKIP LOCKED``, so concurrent
        claimers never wait for, nor take, each other's rows;

@@ -39,15 +39,11 @@ def renew(
 
 
 def mark_started(leases: Sequence[Lease], *, now: datetime) -> frozenset[UUID]:
-    """Runs a claim left unstarted (``claim_runs(start_now=)``) are starting: from now on a
-    lapse of their lease is a lost attempt. One statement for all of ``leases``. Returns the
-    occurrences whose start it recorded: a lease taken over meanwhile (its token stale) marks
-    nothing, and its run must not start.
-
-    This release's worker never calls it: every run its claims take is recorded started by
-    the claim (issue #38). The replicas of the release before claimed ahead unstarted and
-    started their runs with their own copy of this statement, during a rolling upgrade too;
-    the claim's lost-attempt accounting still reads what it writes.
+    """Runs claimed ahead are starting: from now on a lapse of their lease is a lost attempt.
+    One statement for all of ``leases`` (the worker's run threads group theirs:
+    ``worker/starts.py``). Returns the occurrences whose start it recorded: a lease taken
+    over meanwhile (its token stale) marks nothing, and its run must not
+    start.
 
     Committed without waiting for the WAL flush (``synchronous_commit`` off for this one
     statement): it must outlive this worker process, which it does once committed; only a

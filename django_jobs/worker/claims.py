@@ -137,11 +137,7 @@ class Claims:
         if free <= 0:
             return NOTHING
         asked = min(free, self.settings.CLAIM_BATCH_SIZE)
-        # Every run a claim takes is recorded started by the claim itself: those beyond the
-        # free threads (claimed ahead, only while runs are short) wait a moment for one. A
-        # start of their own would be a statement and a commit for every few runs: in a burst
-        # of short runs those were most of the replica's commits (docs/performance.md,
-        # issue #38). Hence no ``start_now``: the claim starts all it takes.
+        start_now = max(0, concurrency - running)  # the rest wait for a thread
         claimed = store.claim_runs(
             owner=self.replica_id,
             now=now,
@@ -149,6 +145,7 @@ class Claims:
             limit=asked,
             tenant=self.tenant,
             exclude_keys=paused.PAUSED_SCHEDULES,
+            start_now=start_now,
             queue=queue,
             other_queues=others,
             max_running=max_running,
@@ -164,8 +161,8 @@ class Claims:
         for occurrence in claimed.late:
             log.warning("occurrence.skipped", occurrence=str(occurrence), reason="misfire")
         send_claimed(claimed, replica=self.replica_id)
-        for lease, schedule in claimed.runs:
-            self.threads.start(lease, schedule, now)
+        for n, (lease, schedule) in enumerate(claimed.runs):
+            self.threads.start(lease, schedule, now, ahead=n >= start_now)
         ended = len(claimed.dead) + len(claimed.forged) + len(claimed.overlapped)
         ended += len(claimed.late)
         took = len(claimed.runs) + ended
@@ -179,10 +176,7 @@ class Claims:
         Claiming ahead turns a burst of short runs into a few large claims instead of one
         small claim per finished run. It is done only while recent runs are short (under
         ``threads.SHORT_RUN`` on average), so a replica busy with long jobs never holds
-        occurrences that another replica could start, and a run claimed ahead waits for a
-        thread a fraction of a second: it is recorded started by its claim (``_claim_one``),
-        so a crash of the replica meanwhile costs it an attempt, as it does the runs on the
-        threads.
+        occurrences that another replica could start.
         """
         if self.threads.inline:
             return 0

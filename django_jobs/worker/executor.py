@@ -120,8 +120,7 @@ def log_scope(active: ActiveRun) -> AbstractContextManager[None]:
 
 
 def release_unstarted(active: ActiveRun, ctx: Execution) -> Outcome:
-    """Give back a run cancelled before a thread started it (shutdown, a lost or unconfirmed
-    lease): its attempt says ``unstarted``."""
+    """Give back a run claimed ahead that was cancelled (shutdown) before it started."""
     with log_scope(active):
         return _give_back(active, ctx, GiveBack.UNSTARTED)
 

@@ -28,7 +28,7 @@ from ..store import Lease
 
 
 class RunState(enum.StrEnum):
-    CLAIMED = "claimed"  # waiting for a run thread (claimed ahead); its timeout has not begun
+    CLAIMED = "claimed"  # claimed ahead, waiting for a run thread; its timeout has not begun
     RUNNING = "running"  # its handler is running
     WRITING = "writing"  # its handler returned; the completer writes its completion
     ABANDONED = "abandoned"  # cut off or left behind: its thread's late writes are skipped
@@ -57,6 +57,7 @@ class ActiveRun:
     reason: CancelReason | None = None
     cancelled_at: datetime | None = None
     lost: bool = False  # the store refused its renewal: another claim or an operator ended it
+    claimed_ahead: bool = False  # its Attempt says ``claimed`` until a thread starts it
     # When the keeper last found its row locked by the run's own ``run.atomic()`` (held, not
     # extended: no claim can take a locked row over); ``None`` once renewed again.
     locked_at: datetime | None = None

@@ -5,7 +5,7 @@
 - ``replica.py``: its id, clock sync, and its heartbeat, written on a thread of its own while
   this loop shows progress (``Progress``); ``cadence.py``: when it plans;
 - ``claims.py``: claiming for its free run threads; ``threads.py``: the run threads;
-  (every run a claim takes is recorded started by it: no start of its own);
+  ``starts.py``: starts of runs claimed ahead, written together;
   ``executor.py``: one run and its outcome write; ``completer.py``: completions written in
   batches; ``inflight.py``: the books of every run it holds a lease for;
 - ``deadlines.py``: timeouts, lease margins and cut-offs, on a thread of their own;

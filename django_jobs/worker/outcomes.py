@@ -71,7 +71,7 @@ class GiveBack(enum.Enum):
     value is what its Attempt records."""
 
     SHUTDOWN = AttemptOutcome.RELEASED  # the handler stopped for the replica's shutdown
-    UNSTARTED = AttemptOutcome.UNSTARTED  # cancelled before a thread started it
+    UNSTARTED = AttemptOutcome.UNSTARTED  # claimed ahead, cancelled before a thread started it
     OUTAGE = AttemptOutcome.OUTAGE  # the store could not be reached while it ran
 
     @property

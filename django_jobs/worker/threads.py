@@ -13,20 +13,21 @@ import functools
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import structlog
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .. import store
 from ..clock import Clock, later
 from ..models import Schedule
 from ..safe_error import loggable
-from .executor import Execution, execute, log_scope, release_unstarted
-from .inflight import ActiveRun, CancelReason, InFlight
-from .leases import confirm_margin
+from .executor import Execution, execute, give_back_after_outage, log_scope, release_unstarted
+from .inflight import ActiveRun, InFlight
+from .outage import raise_unless_outage
 from .outcomes import Outcome, Tally
+from .starts import Starts
 from .supervision import Role, Status, Supervisor
 
 log = structlog.get_logger("django_jobs.worker")
@@ -77,13 +78,22 @@ class RunThreads:
         self.tally, self.inline = tally, inline
         self.supervisor = supervisor or Supervisor()
         self.times = RunTimes()
+        self.starts = Starts(clock)
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="django_jobs-run")
         self._lock = threading.Lock()  # the run threads' connections
         self._connections: dict[int, BaseDatabaseWrapper] = {}
 
-    def start(self, lease: store.Lease, schedule: Schedule, now: datetime) -> None:
-        """Put a claimed occurrence on the books and run it on the next free thread."""
-        active = ActiveRun(lease=lease, schedule=schedule, deadline=later(now, schedule.timeout))
+    def start(
+        self, lease: store.Lease, schedule: Schedule, now: datetime, *, ahead: bool = False
+    ) -> None:
+        """Put a claimed occurrence on the books and run it (``ahead``: claimed beyond the free
+        threads, it waits for one)."""
+        active = ActiveRun(
+            lease=lease,
+            schedule=schedule,
+            deadline=later(now, schedule.timeout),
+            claimed_ahead=ahead,
+        )
         self.inflight.add(active)
         log.debug(
             "occurrence.claimed",
@@ -105,40 +115,36 @@ class RunThreads:
     def _run(self, active: ActiveRun) -> Outcome:
         # The thread's connection stays open for its next run (``execute`` closes it when a
         # run broke it); the worker closes them all when it stops.
+        if not self.inflight.start(active, later(self.clock.now(), active.schedule.timeout)):
+            return release_unstarted(active, self.execution)  # the replica is stopping
+        began = time.perf_counter()  # a duration, not an instant: no clock needed
         try:
-            return self._start(active)
+            if active.claimed_ahead and (unrun := self._start_ahead(active)) is not None:
+                return unrun
+            return execute(active, self.execution)
         finally:
+            self.times.add(time.perf_counter() - began)
             wrapper = connections[DEFAULT_DB_ALIAS]
             with self._lock:
                 self._connections[id(wrapper)] = wrapper
 
-    def _start(self, active: ActiveRun) -> Outcome:
-        now = self.clock.now()
-        if not self._confirmed(active, now):
-            # It waited for a thread past its lease's margin (a replica paused, frozen or
-            # cut off from the store): another replica may hold it now. Never started under
-            # a lease that may be stale; given back, which the fence refuses if it was taken.
-            self.inflight.cancel(active, CancelReason.UNCONFIRMED, now)
-        if not self.inflight.start(active, later(now, active.schedule.timeout)):
-            # Cancelled before it started: the replica is stopping, its lease was lost, or
-            # it could not be confirmed (above). It never ran: its attempt says ``unstarted``.
-            return release_unstarted(active, self.execution)
-        began = time.perf_counter()  # a duration, not an instant: no clock needed
+    def _start_ahead(self, active: ActiveRun) -> Outcome | None:
+        """Record the start of a run claimed ahead, with the starts of the threads beside it
+        (``starts.Starts``). ``None``: it may run. Otherwise what it ended as unrun: given back
+        through a store outage, or lost, its lease taken over before it started (a takeover
+        the lease keeper has not noticed yet); a run never starts under a stale token."""
         try:
-            return execute(active, self.execution)
-        finally:
-            self.times.add(time.perf_counter() - began)
-
-    def _confirmed(self, active: ActiveRun, now: datetime) -> bool:
-        """Whether ``active``'s lease is still confirmed: more than the deadline watch's
-        margin before the expiry the store last granted (``leases.confirm_margin``), the
-        margin at which the watch cancels a running run."""
-        settings = self.execution.settings
-        grace = timedelta(seconds=settings.TIMEOUT_GRACE_SECONDS)
-        return now < active.lease.expires_at - confirm_margin(settings.lease, grace)
+            if self.starts.mark(active.lease):
+                return None
+        except DatabaseError as exc:
+            raise_unless_outage(exc)
+            return give_back_after_outage(active, self.execution, exc)
+        with log_scope(active):
+            log.warning("lease.lost", reason="taken over before it started")
+        return Outcome.LEASE_LOST
 
     def _finished(self, active: ActiveRun, future: Future[Outcome]) -> None:
-        if future.cancelled():  # never started: released at shutdown
+        if future.cancelled():  # claimed ahead, never started: released at shutdown
             self.inflight.finish(active)
             return
         exc = future.exception()
@@ -176,7 +182,7 @@ class RunThreads:
                     wrapper.connection.close()
 
     def shutdown(self, *, wait: bool) -> None:
-        """Stop the pool; runs still waiting for a thread are cancelled."""
+        """Stop the pool; runs claimed ahead and not started yet are cancelled."""
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
 

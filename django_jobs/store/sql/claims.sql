@@ -127,9 +127,9 @@ WITH due AS (
     FOR UPDATE OF o SKIP LOCKED
 ),
 -- ``place``: the row's place among the runs this claim returns, in their order (a forged row
--- and one a lost attempt dead-letters are picked but not run): ``claimed`` records the first
--- ``start_now`` of them started (the worker asks for all), the rest unstarted until
--- mark_started.
+-- and one a lost attempt dead-letters are picked but not run): the worker starts the first
+-- ``start_now`` of them at once and marks the rest started when a thread takes them, so
+-- ``claimed`` records as started exactly those it starts at once.
 picked AS (
     SELECT ranked.*, count(*) FILTER (
         WHERE NOT forged AND NOT (lapsed AND failures + 1 >= max_attempts)
@@ -188,7 +188,7 @@ claimed AS (
         attempts = o.attempts + 1,
         failures = o.failures + picked.lapsed::int,
         started_at = %(now)s,
-        -- Started at once (all, as the worker asks), or unstarted until mark_started.
+        -- Started at once, or claimed ahead of a free run thread until mark_started.
         attempt_started_at = CASE WHEN %(start_now)s::int IS NULL
                                        OR picked.place <= %(start_now)s::int
                                   THEN %(now)s::timestamptz END
