@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
 
 from django_jobs import store
 from django_jobs.clock import Clock
 from django_jobs.models import Limit, Schedule
-from django_jobs.store import Lease, PlannedOccurrence
+from django_jobs.store import Lease, PlannedOccurrence, claims
 
 LEASE = timedelta(seconds=30)
 
@@ -27,6 +30,19 @@ def planned(schedule: Schedule, *instants: datetime) -> list[PlannedOccurrence]:
 
 def plan(schedule: Schedule, *instants: datetime, now: datetime) -> list:
     return store.plan(planned(schedule, *instants), now=now)
+
+
+def explain_claim(now: datetime, *, limit: int, queue: str | None = None) -> str:
+    """The plan (``EXPLAIN``) of a claim by owner ``r1`` at ``now`` as the store runs it: of
+    ``queue`` (its own statement), or of every queue; the due-index walk set as the store sets
+    it for the claim's transaction."""
+    params: dict[str, Any] = dict(now=now, expires=now + LEASE, owner="r1", limit=limit)
+    params |= dict(start_now=None, tenant=None, excluded=[], queue=queue, other_queues=[])
+    queries = claims.QUERIES if queue is None else claims.QUEUE_QUERIES
+    with transaction.atomic(), connection.cursor() as cursor:
+        claims._walk_the_due_index()
+        cursor.execute("EXPLAIN (FORMAT TEXT) " + queries["claim"], params)
+        return "\n".join(row[0] for row in cursor.fetchall())
 
 
 def claim(

@@ -7,15 +7,12 @@ a burst's dead ones: 16 of a 26 ms claim of 24 rows (docs/performance.md)."""
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from django.db import connection, transaction
-
-from django_jobs.store import claims
+from django.db import connection
 
 from .factories import T0, ScheduleFactory
-from .storeutil import LEASE, claim, plan
+from .storeutil import LEASE, claim, explain_claim, plan
 
 pytestmark = pytest.mark.django_db
 
@@ -38,22 +35,13 @@ def _processing_rows(schedule_pk: int, count: int) -> None:
         cursor.execute("ANALYZE django_jobs_occurrence")
 
 
-def _claim_plan() -> str:
-    params: dict[str, Any] = dict(now=NOW, expires=NOW + LEASE, owner="r1", limit=24)
-    params |= dict(start_now=None, tenant=None, excluded=[], queue=None, other_queues=[])
-    with transaction.atomic(), connection.cursor() as cursor:
-        claims._walk_the_due_index()
-        cursor.execute("EXPLAIN (FORMAT TEXT) " + claims.QUERIES["claim"], params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
 def test_the_overlap_check_probes_only_the_schedules_own_processing_rows() -> None:
     """The plan, not timing: 5,000 occurrences of other schedules processing are not read."""
     busy = ScheduleFactory.create(overlap="allow")
     _processing_rows(busy.pk, 5000)
     guarded = ScheduleFactory.create(overlap="skip")
     plan(guarded, T0, now=T0)
-    explained = _claim_plan()
+    explained = explain_claim(NOW, limit=24)
     assert "using django_jobs_occurrence_holding" in explained, explained
     assert "using django_jobs_occurrence_running" not in explained, explained
     (lease,) = claim("r1", NOW, limit=24)

@@ -6,11 +6,10 @@ The real replicas are in test_queues_processes.py.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from django.core.management import CommandError
-from django.db import connection, transaction
+from django.db import connection
 from django.test import override_settings
 
 from django_jobs import JobsError, enqueue, every, job, schedule
@@ -21,12 +20,11 @@ from django_jobs.exceptions import ConfigurationError
 from django_jobs.management.commands.runworker import parse_queues
 from django_jobs.models import Occurrence, OccurrenceState
 from django_jobs.registry import JobPolicies, registry
-from django_jobs.store import claims
 from django_jobs.testing import FakeClock
 
 from .concurrency import run_together
 from .factories import RECORD_DEFAULTS, T0, ScheduleFactory
-from .storeutil import LEASE, claim, plan
+from .storeutil import LEASE, claim, explain_claim, plan
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,12 +105,7 @@ def _due_rows(schedule_pk: int, queue_sql: str) -> None:
 def _claim_plan(queue: str, limit: int) -> tuple[str, str]:
     """The plan of a claim of ``queue`` as the store runs it, and its walk of the occurrence
     table (the node that reads it)."""
-    params: dict[str, Any] = dict(now=NOW, expires=NOW + LEASE, owner="r1", limit=limit)
-    params |= dict(start_now=None, tenant=None, excluded=[], queue=queue, other_queues=[])
-    with transaction.atomic(), connection.cursor() as cursor:
-        claims._walk_the_due_index()
-        cursor.execute("EXPLAIN (FORMAT TEXT) " + claims.QUEUE_QUERIES["claim"], params)
-        explained = "\n".join(row[0] for row in cursor.fetchall())
+    explained = explain_claim(NOW, limit=limit, queue=queue)
     walk = next(line for line in explained.splitlines() if "on django_jobs_occurrence o" in line)
     return explained, walk
 

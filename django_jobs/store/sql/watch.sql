@@ -24,8 +24,8 @@ FROM (
 -- replica (the lease owner) and its schedule's name; and how many there are, counted up to
 -- %(cap)s. Processing rows are the ones django_jobs_occurrence_running and _holding hold (as
 -- many as the fleet runs, and those whose lease lapsed until a claim takes them over), read
--- from one of those partial indexes, never from the table. A row with no match yields one row of NULLs
--- with total 0.
+-- from one of those partial indexes, never from the table. A row with no match yields one
+-- row of NULLs with total 0.
 WITH running AS (
     SELECT o.id, o.schedule_id, o.lease_owner, o.lease_expires_at, o.attempts,
            o.started_at, o.queue
