@@ -4,7 +4,9 @@ Real PostgreSQL; the outage errors are real ones the server or the driver raises
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -455,3 +457,53 @@ def test_a_give_back_skips_a_row_held_by_another_transaction_without_refusing_it
     freed = store.release([lease], now=T0, outcome=AttemptOutcome.OUTAGE)
     assert freed.accepted == {occurrence_id}
     assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE]
+
+
+def test_a_give_back_waits_out_a_row_held_longer_than_a_moment(clock, monkeypatch) -> None:
+    """The failover test's flake again (issue #38's CI run), its likely cause: after a failover
+    to a synchronous standby, a statement holding the row (the keeper's renewal) waits in its
+    commit until a new standby streams, for seconds, where an outage's give-back gave up after
+    five tries 50 ms apart, took its lease for lost, and the lapse dead-lettered a
+    ``max_attempts=1`` run. Here the row is held on a second connection until the give-back has
+    been skipped five times: it tries again, and the run is given back and completed, no
+    failure counted."""
+    skipped = threading.Event()
+    skips: list[int] = []
+    release = store.release
+
+    def counting_release(*args: Any, **kwargs: Any) -> store.WriteResult:
+        result = release(*args, **kwargs)
+        if not (result.accepted or result.refused):
+            skips.append(1)
+            if len(skips) == 5:
+                skipped.set()
+        return result
+
+    monkeypatch.setattr(store, "release", counting_release)
+    params = {**connection.get_connection_params()}
+    for key in ("cursor_factory", "context", "prepare_threshold", "server_side_binding"):
+        params.pop(key, None)
+    held = threading.Event()
+
+    def hold(occurrence_id: str) -> None:
+        with psycopg.connect(**params) as holder:
+            holder.execute(
+                "SELECT 1 FROM django_jobs_occurrence WHERE id = %s FOR UPDATE", [occurrence_id]
+            )
+            held.set()
+            skipped.wait(timeout=30)
+            holder.rollback()
+
+    def held_through_its_give_back(run: Run) -> None:
+        if run.attempt == 1:
+            threading.Thread(target=hold, args=[run.occurrence_key], daemon=True).start()
+            assert held.wait(timeout=30), "the second connection never took the row"
+            cut_off_from_the_store()
+
+    occurrence_id, summary = run_one_pass(clock, "tests.held-give-back", held_through_its_give_back)
+
+    assert len(skips) >= 5, "the row was never held through the give-back"
+    assert dict(summary.outcomes) == {"outage": 1, "completed": 1}
+    occurrence = Occurrence.objects.get(pk=occurrence_id)
+    assert (occurrence.state, occurrence.failures) == (OccurrenceState.COMPLETED, 0)
+    assert outcomes(occurrence_id) == [AttemptOutcome.OUTAGE, AttemptOutcome.SUCCEEDED]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -402,9 +403,11 @@ def _complete(lease: Lease, now: datetime, *, result: object = None) -> bool:
     return accepted
 
 
-# A give-back whose row another transaction holds is tried again this often, this far apart
-# (a held row: tests/test_lost_attempts.py::
-# test_a_give_back_skips_a_row_held_by_another_transaction_without_refusing_it).
+# A give-back whose row another transaction holds is tried again this far apart: an outage's
+# for up to LEASE_SECONDS, a shutdown's LOCKED_ROW_TRIES times (the drain ends in seconds). No
+# claim can take a held row over meanwhile: every claim skips locked rows
+# (tests/test_lost_attempts.py::test_a_give_back_skips_a_row_held_by_another_transaction_
+# without_refusing_it, ::test_a_give_back_waits_out_a_row_held_longer_than_a_moment).
 LOCKED_ROW_TRIES = 5
 LOCKED_ROW_WAIT_SECONDS = 0.05
 
@@ -413,18 +416,30 @@ def _give_back(
     active: ActiveRun, ctx: Execution, why: GiveBack, *, until: datetime = LATEST
 ) -> Outcome:
     """Give the occurrence back unfinished (``outcomes.GiveBack``), fenced."""
+    patience = (
+        ctx.settings.LEASE_SECONDS
+        if why is GiveBack.OUTAGE
+        else LOCKED_ROW_TRIES * LOCKED_ROW_WAIT_SECONDS
+    )
 
     def write(lease: Lease, now: datetime) -> bool:
-        # A row another statement holds for a moment (the lease keeper's renewal, the
-        # completer's batch) is skipped, neither accepted nor refused: try again, briefly. A
-        # handler still inside its own run.atomic() holds it for longer: then, as before, the
-        # give-back counts as refused and the lease is left to lapse.
-        for tried in range(LOCKED_ROW_TRIES):
-            if tried:
-                ctx.stop_writing.wait(LOCKED_ROW_WAIT_SECONDS)
-                now = ctx.clock.now()
+        # A row another statement holds (the lease keeper's renewal, the completer's batch) is
+        # skipped, neither accepted nor refused: try again. Usually it is held for a moment;
+        # after a failover, for as long as that statement's commit waits for a synchronous
+        # standby being rebuilt. Still held past ``patience`` or ``until`` (a cut-off
+        # handler inside its own run.atomic()), or on a forced stop, the give-back counts as
+        # refused and the lease is left to lapse.
+        give_up = time.monotonic() + patience
+        while True:
             result = store.release([lease], now=now, outcome=why.attempt)
             if result.accepted or result.refused:
+                break
+            if time.monotonic() + LOCKED_ROW_WAIT_SECONDS > give_up:
+                break
+            if ctx.stop_writing.wait(LOCKED_ROW_WAIT_SECONDS):
+                break
+            now = ctx.clock.now()
+            if now >= until:
                 break
         released = bool(result.accepted)
         if released:

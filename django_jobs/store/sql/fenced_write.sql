@@ -10,8 +10,10 @@
 WITH input AS (
     SELECT * FROM unnest(%(ids)s::uuid[], %(tokens)s::bigint[]) AS t(id, token)
 ),
--- Rows another transaction has locked are skipped, never waited for: only a
--- handler's own run.atomic() can hold one (claims skip rows they cannot lock).
+-- Rows another transaction has locked are skipped, never waited for: a handler's own
+-- run.atomic(), or another write of this replica (a renewal, a completion batch) for as
+-- long as it takes to commit (claims skip rows they cannot lock). The caller decides
+-- whether to try again (worker/executor.py, _give_back).
 free AS (
     SELECT o.id FROM {occurrence} o JOIN input ON o.id = input.id
     WHERE %(skip_locked)s FOR NO KEY UPDATE OF o SKIP LOCKED
