@@ -30,7 +30,7 @@ def worker(clock):
 
 def running(worker: Worker, *, deadline=T0 + timedelta(hours=1)):
     run = a_run()  # its lease expires at T0 + 30 s
-    worker.inflight.add(run)
+    worker.inflight.add(run, T0)
     assert worker.inflight.start(run, deadline)
     return run
 

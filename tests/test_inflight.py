@@ -30,7 +30,7 @@ def test_a_run_goes_claimed_running_writing_and_off_the_books() -> None:
     pokes: list[None] = []
     inflight = InFlight(on_change=lambda: pokes.append(None))
     run = a_run()
-    inflight.add(run)
+    inflight.add(run, T0)
     assert run.state == RunState.CLAIMED
     assert inflight.running() == [run]
 
@@ -49,7 +49,7 @@ def test_a_run_goes_claimed_running_writing_and_off_the_books() -> None:
 def test_a_run_cancelled_before_it_started_never_starts() -> None:
     inflight = InFlight()
     run = a_run()
-    inflight.add(run)
+    inflight.add(run, T0)
     inflight.cancel(run, CancelReason.SHUTDOWN, T0)
     assert inflight.start(run, T0) is False
     assert run.state == RunState.CLAIMED
@@ -58,7 +58,7 @@ def test_a_run_cancelled_before_it_started_never_starts() -> None:
 def test_the_first_cancel_reason_stands() -> None:
     inflight = InFlight()
     run = a_run()
-    inflight.add(run)
+    inflight.add(run, T0)
     assert inflight.cancel(run, CancelReason.OUTAGE, T0) is True
     inflight.lose(run, T0 + timedelta(seconds=1))
     assert (run.reason, run.cancelled_at) == (CancelReason.OUTAGE, T0)
@@ -69,7 +69,7 @@ def test_the_first_cancel_reason_stands() -> None:
 def test_an_abandoned_run_is_off_the_books_and_its_late_finish_is_not_counted() -> None:
     inflight = InFlight()
     run = a_run()
-    inflight.add(run)
+    inflight.add(run, T0)
     inflight.start(run, T0)
     assert inflight.abandon(run) is True
     assert run.abandoned
@@ -81,7 +81,7 @@ def test_an_abandoned_run_is_off_the_books_and_its_late_finish_is_not_counted() 
 def test_a_renewal_of_an_older_token_does_not_overwrite_the_lease() -> None:
     inflight = InFlight()
     run = a_run(token=2)
-    inflight.add(run)
+    inflight.add(run, T0)
     stale = Lease(**{**run.lease.__dict__, "token": 1, "expires_at": T0 + timedelta(hours=1)})
     inflight.renewed(run, stale, T0)
     assert run.lease.token == 2
@@ -100,10 +100,42 @@ def test_a_lease_held_under_the_runs_own_lock_is_confirmed_without_its_expiry() 
     extended: the run is confirmed (no claim can take a locked row over) until renewed."""
     inflight = InFlight()
     run = a_run(token=2)
-    inflight.add(run)
+    inflight.add(run, T0)
     held = Lease(**run.lease.__dict__)
     inflight.renewed(run, held, T0 + timedelta(seconds=5))
     assert run.locked_at == T0 + timedelta(seconds=5)
     extended = Lease(**{**run.lease.__dict__, "expires_at": run.lease.expires_at + timedelta(1)})
     inflight.renewed(run, extended, T0 + timedelta(seconds=10))
     assert state_of(run) == (None, extended)
+
+
+def test_a_run_whose_lease_this_replicas_own_claim_took_over_stays_on_the_books_cancelled() -> None:
+    """Frozen past its lease, a replica's own claim takes the lapsed lease over under a new
+    token while the old run is still on its thread (the 30-minute campaign of 2026-12-08: the
+    old run, replaced on the books by the new one, was never cancelled nor cut off and beat
+    2.9 s past lease + grace). Both are on the books; the old one is cancelled, lease lost."""
+    inflight = InFlight()
+    old = a_run(token=1)
+    inflight.add(old, T0)
+    assert inflight.start(old, T0 + timedelta(hours=1))
+    new = ActiveRun(
+        lease=Lease(**{**old.lease.__dict__, "token": 2}),
+        schedule=old.schedule,
+        deadline=T0,
+    )
+
+    inflight.add(new, T0 + timedelta(seconds=31))
+
+    assert (old.reason, old.cancelled_at, old.lost) == (
+        CancelReason.LEASE_LOST,
+        T0 + timedelta(seconds=31),
+        True,
+    )
+    assert old.cancel.is_set()
+    assert (new.reason, new.lost) == (None, False)
+    assert inflight.running() == [old, new]
+    assert inflight.to_keep() == [new]
+    assert inflight.finish(new)
+    assert inflight.running() == [old], "the new run's end leaves the old one to be cut off"
+    assert inflight.finish(old)
+    assert len(inflight) == 0

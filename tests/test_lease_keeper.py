@@ -38,19 +38,23 @@ def keeper_for(owner: str, clock, inflight: InFlight) -> LeaseKeeper:
 
 def running(inflight: InFlight, lease: store.Lease, clock) -> ActiveRun:
     run = ActiveRun(lease=lease, schedule=ScheduleFactory.build(), deadline=clock.now())
-    inflight.add(run)
+    inflight.add(run, clock.now())
     assert inflight.start(run, clock.now() + timedelta(hours=1))
     return run
 
 
-def test_a_refused_renewal_cancels_the_run_and_stops_renewing_it(clock) -> None:
-    schedule = ScheduleFactory.create()
-    plan(schedule, T0, now=T0)
+def one_run_held(clock) -> tuple[store.Lease, InFlight, ActiveRun, LeaseKeeper]:
+    """A new schedule's occurrence at T0, claimed by ``keeper`` and running on its books."""
+    plan(ScheduleFactory.create(), T0, now=T0)
     clock.set(T0)
     (lease,) = claim("keeper", clock.now())
     inflight = InFlight()
     run = running(inflight, lease, clock)
-    keeper = keeper_for("keeper", clock, inflight)
+    return lease, inflight, run, keeper_for("keeper", clock, inflight)
+
+
+def test_a_refused_renewal_cancels_the_run_and_stops_renewing_it(clock) -> None:
+    lease, inflight, run, keeper = one_run_held(clock)
 
     clock.advance(LEASE / 3)
     keeper.renew_once()  # still held: renewed, not cancelled
@@ -68,6 +72,27 @@ def test_a_refused_renewal_cancels_the_run_and_stops_renewing_it(clock) -> None:
     assert inflight.to_keep() == []
     assert [e["event"] for e in logs] == ["lease.lost"]
     assert Occurrence.objects.get(pk=lease.occurrence_id).fencing_token == taken.token
+
+
+def test_a_run_whose_lease_this_replica_took_over_is_stopped(clock) -> None:
+    """The replica's own claim takes over the lapsed lease of a run it still has on a thread
+    (it was frozen past the lease): the old run is cancelled (lease lost) when the new one is
+    put on the books, and the keeper renews the new lease only, never the old run's."""
+    first, inflight, old, keeper = one_run_held(clock)
+
+    clock.advance(LEASE + timedelta(seconds=1))  # frozen: no renewal, the lease lapsed
+    (second,) = claim("keeper", clock.now())
+    assert second.token > first.token
+    new = running(inflight, second, clock)
+
+    assert (old.reason, old.lost) == (CancelReason.LEASE_LOST, True)
+    assert old.cancel.is_set()
+    assert not new.cancel.is_set()
+    keeper.renew_once()
+    assert new.lease.expires_at == clock.now() + LEASE
+    assert old.lease == first, "the old run is not renewed under its successor's lease"
+    assert inflight.to_keep() == [new]
+    assert inflight.running() == [old, new], "the old run stays watched until it ends"
 
 
 def test_a_lost_lease_is_cut_off_after_the_grace_when_its_handler_ignores_cancellation(

@@ -76,18 +76,30 @@ class ActiveRun:
 
 
 class InFlight:
-    """Every run this replica holds a lease for, by state."""
+    """Every run this replica holds a lease for, by state. A run is known by its occurrence
+    and its token: this replica's own claim may take over the lapsed lease of a run it still
+    has on a thread (it was frozen or starved past the lease), and both are on the books
+    until each ends."""
 
     def __init__(self, on_change: Callable[[], None] = lambda: None) -> None:
         self._lock = threading.Lock()
-        self._runs: dict[UUID, ActiveRun] = {}
+        self._runs: dict[tuple[UUID, int], ActiveRun] = {}
         self._on_change = on_change  # wakes the loop (a finished run frees a thread)
 
     # --- transitions ------------------------------------------------------------------
 
-    def add(self, run: ActiveRun) -> None:
+    def add(self, run: ActiveRun, now: datetime) -> None:
+        """On the books; an older run of the same occurrence here has lost its lease to this
+        one's claim: it is cancelled (``lease_lost``) and no longer renewed, and the deadline
+        watch cuts it off after the grace if it goes on
+        (tests/test_lease_keeper.py::test_a_run_whose_lease_this_replica_took_over_is_stopped)."""
         with self._lock:
-            self._runs[run.occurrence_id] = run
+            older = [r for r in self._runs.values() if r.occurrence_id == run.occurrence_id]
+            self._runs[_key(run)] = run
+        for previous in older:
+            self.lose(previous, now)
+        if older:
+            self._on_change()
 
     def start(self, run: ActiveRun, deadline: datetime) -> bool:
         """CLAIMED -> RUNNING, its timeout counted from now. False when it was cancelled
@@ -107,8 +119,8 @@ class InFlight:
     def finish(self, run: ActiveRun) -> bool:
         """Off the books: its outcome is written (or given up). False if it was abandoned."""
         with self._lock:
-            if self._runs.get(run.occurrence_id) is run:
-                del self._runs[run.occurrence_id]
+            if self._runs.get(_key(run)) is run:
+                del self._runs[_key(run)]
             abandoned = run.state == RunState.ABANDONED
         self._on_change()
         return not abandoned
@@ -117,9 +129,9 @@ class InFlight:
         """Leave a run's thread behind (cut off, or still running at exit). False if it had
         already finished."""
         with self._lock:
-            if self._runs.get(run.occurrence_id) is not run:
+            if self._runs.get(_key(run)) is not run:
                 return False
-            del self._runs[run.occurrence_id]
+            del self._runs[_key(run)]
             run.state = RunState.ABANDONED
         self._on_change()
         return True
@@ -174,6 +186,10 @@ class InFlight:
     def __len__(self) -> int:
         with self._lock:
             return len(self._runs)
+
+
+def _key(run: ActiveRun) -> tuple[UUID, int]:
+    return run.occurrence_id, run.lease.token
 
 
 __all__ = ["ActiveRun", "CancelReason", "InFlight", "RunState"]

@@ -110,9 +110,11 @@ class LeaseKeeper(SupervisedThread):
             return
         finally:
             self._renewing_since = None
-        renewed = {lease.occurrence_id: lease for lease in kept}
+        # By occurrence and token: a run whose lapsed lease this replica's own claim took
+        # over is not renewed by its successor's lease.
+        renewed = {(lease.occurrence_id, lease.token): lease for lease in kept}
         for r in runs:
-            lease = renewed.get(r.occurrence_id)
+            lease = renewed.get((r.occurrence_id, r.lease.token))
             if lease is not None:
                 self.inflight.renewed(r, lease, now)
                 continue

@@ -94,7 +94,7 @@ class RunThreads:
             deadline=later(now, schedule.timeout),
             claimed_ahead=ahead,
         )
-        self.inflight.add(active)
+        self.inflight.add(active, now)
         log.debug(
             "occurrence.claimed",
             occurrence=str(lease.occurrence_id),
