@@ -3,6 +3,7 @@ call stands in front of any of them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -100,3 +101,28 @@ def test_a_fresh_inline_worker_starts_no_guard_threads(inline_worker) -> None:
     inline = inline_worker(Registry(), replica_id="inline")
     inline._ensure_keeper()
     assert inline.threads() == {}
+
+
+def test_a_run_whose_lease_this_replica_took_over_is_cut_off_after_the_grace(worker, clock) -> None:
+    """A replica frozen past a run's lease claims that occurrence again itself on waking: the
+    old run, still on its thread, is cancelled when the new run goes on the books and cut off
+    a grace later if it goes on; the new run is left alone (the 30-minute campaign of
+    2026-12-08: with the new run replacing the old one on the books, the old handler was never
+    cut off)."""
+    old = running(worker)
+    clock.advance(LEASE + timedelta(seconds=1))  # frozen: the lease lapsed, taken over here
+    new = ActiveRun(
+        lease=replace(old.lease, token=old.lease.token + 1, expires_at=clock.now() + LEASE),
+        schedule=old.schedule,
+        deadline=T0,
+    )
+    worker.inflight.add(new, clock.now())
+    assert worker.inflight.start(new, clock.now() + timedelta(hours=1))
+    assert (old.reason, old.lost) == (CancelReason.LEASE_LOST, True)
+
+    clock.advance(GRACE)
+    worker._deadlines.enforce(record=lambda write: None)  # the attempt's write: not here
+
+    assert old.abandoned
+    assert worker._deadlines.cut_off_count == 1
+    assert (new.reason, new.abandoned) == (None, False)
