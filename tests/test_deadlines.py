@@ -3,7 +3,6 @@ call stands in front of any of them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -15,7 +14,7 @@ from django_jobs.worker.loop import Worker
 from django_jobs.worker.supervision import Role
 
 from .factories import T0
-from .test_inflight import a_run
+from .test_inflight import a_run, successor
 
 LEASE = timedelta(seconds=30)  # the defaults: lease 30 s, grace 10 s
 GRACE = timedelta(seconds=10)
@@ -111,11 +110,7 @@ def test_a_run_whose_lease_this_replica_took_over_is_cut_off_after_the_grace(wor
     cut off)."""
     old = running(worker)
     clock.advance(LEASE + timedelta(seconds=1))  # frozen: the lease lapsed, taken over here
-    new = ActiveRun(
-        lease=replace(old.lease, token=old.lease.token + 1, expires_at=clock.now() + LEASE),
-        schedule=old.schedule,
-        deadline=T0,
-    )
+    new = successor(old, clock.now() + LEASE)
     worker.inflight.add(new, clock.now())
     assert worker.inflight.start(new, clock.now() + timedelta(hours=1))
     assert (old.reason, old.lost) == (CancelReason.LEASE_LOST, True)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from uuid import uuid4
 
 from django_jobs.store import Lease
@@ -24,6 +25,12 @@ def a_run(token: int = 1) -> ActiveRun:
         trigger="schedule",
     )
     return ActiveRun(lease=lease, schedule=ScheduleFactory.build(), deadline=T0)
+
+
+def successor(run: ActiveRun, expires_at: datetime) -> ActiveRun:
+    """The run a later claim of ``run``'s occurrence puts on the books: the next token."""
+    lease = replace(run.lease, token=run.lease.token + 1, expires_at=expires_at)
+    return ActiveRun(lease=lease, schedule=run.schedule, deadline=T0)
 
 
 def test_a_run_goes_claimed_running_writing_and_off_the_books() -> None:
@@ -118,11 +125,7 @@ def test_a_run_whose_lease_this_replicas_own_claim_took_over_stays_on_the_books_
     old = a_run(token=1)
     inflight.add(old, T0)
     assert inflight.start(old, T0 + timedelta(hours=1))
-    new = ActiveRun(
-        lease=Lease(**{**old.lease.__dict__, "token": 2}),
-        schedule=old.schedule,
-        deadline=T0,
-    )
+    new = successor(old, old.lease.expires_at)
 
     inflight.add(new, T0 + timedelta(seconds=31))
 
